@@ -1,0 +1,218 @@
+"""The `mipsched` command line (typer). Bad input: one line on stderr, exit code 2.
+
+With `--json`, stdout carries only JSON (DESIGN §5, a public contract)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from mipsched import strict
+from mipsched.errors import InputError
+from mipsched.evaluate import buffer_profile, evaluate
+from mipsched.hw import PRESETS, load_hardware
+from mipsched.schedule.default_dlsa import default_dlsa
+from mipsched.schedule.lowering import lower
+from mipsched.schedule.schedule_file import (
+    check_tensor_names,
+    is_schedule,
+    parse_schedule,
+    save_schedule,
+)
+from mipsched.schedule.tile_program import TileProgram, read_json, write_json_atomic
+from mipsched.schedule.validity import check_buffer
+from mipsched.solve import METHODS, certificate_json, evaluation_json, outcome_json, solve
+from mipsched.workload import zoo
+from mipsched.workload.resolve import resolve_network
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Schedule DNN workloads on an accelerator and certify the result.")
+console = Console()
+
+EXIT_BAD_INPUT = 2
+EXIT_NO_SCHEDULE = 1
+
+
+def _run(body: Callable[[], int | None]) -> None:
+    """Runs a command body, turning bad input into one stderr line and exit code 2."""
+    try:
+        code = body()
+    except InputError as err:
+        print(f"mipsched: error: {err}", file=sys.stderr)
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    if code:
+        raise typer.Exit(code)
+
+
+def _emit_json(obj: Any) -> None:
+    sys.stdout.write(json.dumps(obj, indent=1) + "\n")
+
+
+def _figures_table(title: str, rows: dict[str, Any]) -> Table:
+    table = Table(title=title, show_header=False)
+    table.add_column("figure", style="bold")
+    table.add_column("value", justify="right")
+    for key, value in rows.items():
+        if isinstance(value, float):
+            text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6e}"
+        elif isinstance(value, int):
+            text = f"{value:,}"
+        else:
+            text = str(value)
+        table.add_row(key, text)
+    return table
+
+
+@app.command("solve")
+def solve_cmd(
+    net: str = typer.Argument(..., help="Zoo network name (see `mipsched zoo`)."),
+    hw: str = typer.Option("edge", "--hw", help="Hardware preset name or YAML file."),
+    batch: int = typer.Option(1, "--batch", min=1, help="Batch size."),
+    method: str = typer.Option("baseline", "--method", help="Scheduling method: "
+                               + ", ".join(METHODS)),
+    seed: int = typer.Option(0, "--seed", help="Random seed (recorded in the certificate)."),
+    time_limit: float | None = typer.Option(None, "--time-limit", help="Seconds."),
+    out: Path | None = typer.Option(None, "--out", help="Output directory "
+                                    "[default: out/NET-HW-bBATCH]."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
+) -> None:
+    """Schedule NET on a hardware; write schedule.json and certificate.json into --out."""
+
+    def body() -> int:
+        if method not in METHODS:
+            raise InputError(f"unknown method '{method}' (available: {', '.join(METHODS)})")
+        workload = resolve_network(net, batch)
+        hardware = load_hardware(hw)
+        outcome = solve(workload, hardware, method, seed, time_limit)
+        out_dir = out or Path("out") / f"{workload.name}-{hardware.name}-b{batch}"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        result = outcome_json(outcome, workload)
+        if outcome.candidate is not None:
+            c = outcome.candidate
+            save_schedule(out_dir / "schedule.json", workload, hardware, c.lfa, c.dlsa,
+                          c.program.tensors, method, result)
+        write_json_atomic(out_dir / "certificate.json",
+                          certificate_json(outcome, workload, hardware))
+        if as_json:
+            _emit_json(result)
+        else:
+            console.print(_figures_table(
+                f"{workload.name} on {hardware.name}, batch {batch} — {method}", result))
+            console.print(f"wrote {out_dir}/")
+        if outcome.candidate is None:
+            print(f"mipsched: no schedule: {outcome.reason}", file=sys.stderr)
+            return EXIT_NO_SCHEDULE
+        return 0
+
+    _run(body)
+
+
+@app.command("eval")
+def eval_cmd(
+    file: Path = typer.Argument(..., help="schedule.json, or a tile-program / DLSA instance "
+                                "JSON (its `reference` solution, else `default`)."),
+    solution: str | None = typer.Option(None, "--solution", help="For an instance: which "
+                                        "stored DLSA to replay (reference, default)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
+) -> None:
+    """Replay a schedule with the evaluator and print its figures."""
+
+    def body() -> int:
+        data = read_json(file)
+        workload = None
+        if is_schedule(data):
+            sched = parse_schedule(data, str(file))
+            workload = sched.workload
+            program = lower(workload, sched.hw, sched.lfa)
+            check_tensor_names(sched.tensor_names, program.tensors)
+            dlsa, method = sched.dlsa, sched.method
+        else:
+            program = TileProgram.from_json(data)
+            name = solution or ("reference" if "reference" in program.solutions else "default")
+            if name in program.solutions:
+                dlsa = program.solutions[name][0]
+            elif solution is None:
+                dlsa = default_dlsa(program)
+            else:
+                raise InputError(f"{file}: no stored solution '{name}' "
+                                 f"(has: {', '.join(program.solutions) or 'none'})")
+            method = name
+        ev = evaluate(program, dlsa)
+        result = {**evaluation_json(ev, workload), "method": method,
+                  "status": "feasible" if ev.fits else "infeasible",
+                  "n_tiles": program.n_tiles, "n_dram_tensors": len(program.tensors),
+                  "ideal_cycles": program.ideal_cycles}
+        if workload is None and program.totals is not None:
+            result.update(total_macs=program.totals.total_macs,
+                          weight_bytes=program.totals.weight_bytes)
+        if not ev.fits:
+            try:
+                check_buffer(program, dlsa, buffer_profile(program, dlsa))
+            except InputError as err:
+                result["reason"] = str(err)
+        if as_json:
+            _emit_json(result)
+        else:
+            console.print(_figures_table(f"{file.name} ({method})", result))
+        return 0
+
+    _run(body)
+
+
+@app.command("zoo")
+def zoo_cmd(
+    batch: int = typer.Option(1, "--batch", min=1, help="Batch size for the totals."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON list only."),
+) -> None:
+    """List the built-in networks with MACs, weights and layer counts."""
+
+    def body() -> None:
+        rows = []
+        for name in zoo.NETWORKS:
+            wl = zoo.get(name, batch)
+            rows.append({"name": name, "layers": len(wl.layers), "total_macs": wl.total_macs,
+                         "weight_bytes": wl.total_weight_bytes, "batch": batch})
+        if as_json:
+            _emit_json(rows)
+            return
+        table = Table(title=f"mipsched zoo (batch {batch})")
+        for col in ("network", "layers", "GMACs", "weights (MB)"):
+            table.add_column(col, justify="left" if col == "network" else "right")
+        for r in rows:
+            table.add_row(r["name"], str(r["layers"]), f"{r['total_macs'] / 1e9:.3f}",
+                          f"{r['weight_bytes'] / 1e6:.2f}")
+        console.print(table)
+
+    _run(body)
+
+
+@app.command("hw")
+def hw_cmd(as_json: bool = typer.Option(False, "--json", help="Print one JSON list only.")
+           ) -> None:
+    """List the hardware presets."""
+
+    def body() -> None:
+        presets = [load_hardware(name) for name in PRESETS]
+        if as_json:
+            _emit_json([{**strict.to_dict(h), "peak_ops_per_cycle": h.peak_ops_per_cycle}
+                        for h in presets])
+            return
+        table = Table(title="mipsched hardware presets")
+        for col in ("preset", "MACs/cycle", "TOPS", "GBUF (MiB)", "DRAM (B/cycle)",
+                    "vector ops/cycle"):
+            table.add_column(col, justify="left" if col == "preset" else "right")
+        for h in presets:
+            table.add_row(h.name, f"{h.core_array.macs_per_cycle:,}",
+                          f"{h.peak_ops_per_cycle * h.frequency_hz / 1e12:.0f}",
+                          f"{h.gbuf.capacity_bytes / 2**20:.0f}",
+                          str(h.dram.bytes_per_cycle), str(h.vector_unit.ops_per_cycle))
+        console.print(table)
+
+    _run(body)

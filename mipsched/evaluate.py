@@ -1,0 +1,206 @@
+"""Fast analytic evaluator of a tile program under a DLSA (DESIGN §3, SoMa §V-D).
+
+Timing rules (shared/instances/README.md restates them; they reproduce the SoMa
+reference's latencies exactly):
+1. one DRAM channel serves the tensors in DLSA order; transfer i starts at
+   max(end of transfer i-1, release_i) and takes `access_cycles`;
+2. a load with Start S is released when tile S-1 ends (time 0 if S <= 0); a store when
+   its producer tile ends;
+3. tile p starts at max(end of tile p-1, end of every load whose first use is p, end of
+   every store whose End is p);
+4. latency = max(end of the last tile, end of the last transfer).
+One pass over tiles and tensors: O(tiles + tensors).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mipsched.schedule.notation import Dlsa, ScheduleError
+from mipsched.schedule.tile_program import TileProgram
+from mipsched.schedule.validity import check_dlsa_structure, describe_tensor
+
+
+class DeadlockError(ScheduleError):
+    """A transfer needed by a tile sits in the DRAM order behind one released later."""
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """The first tile whose buffer occupancy exceeds the capacity."""
+
+    tile: int
+    """Tile position (-1 = before the first tile)."""
+    bytes_over: int
+    occupancy_bytes: int
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Figures of one schedule. Units: cycles, bytes, pJ."""
+
+    latency_cycles: int
+    energy_pj: float
+    edp: float
+    """energy_pj x latency_cycles (pJ x cycles)."""
+    utilization: float | None
+    """Total ops / (peak ops per cycle x latency); None when the program has no totals."""
+    peak_buffer_bytes: int
+    avg_buffer_bytes: float
+    """Buffer occupancy weighted by tile compute time (SoMa Fig. 6)."""
+    dram_bytes: int
+    compute_cycles: int
+    dram_cycles: int
+    compute_busy: float
+    """Fraction of the latency the core array computes."""
+    dram_busy: float
+    """Fraction of the latency DRAM transfers."""
+    stall_cycles: int
+    """Cycles the core array waits: latency - sum of tile cycles."""
+    overflow: Overflow | None
+
+    @property
+    def fits(self) -> bool:
+        return self.overflow is None
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Start and end time of every tile and every transfer (cycles)."""
+
+    tile_start: list[int]
+    tile_end: list[int]
+    transfer_start: list[int]
+    transfer_end: list[int]
+
+
+def timeline(program: TileProgram, dlsa: Dlsa) -> Timeline:
+    """Replays the timing rules; raises DeadlockError naming the waiting pair."""
+    n = program.n_tiles
+    tensors = program.tensors
+    cycles = [t.compute_cycles for t in program.tiles]
+    living = dlsa.living
+    release = [0] * len(tensors)
+    need = [0] * len(tensors)
+    pending = [0] * (n + 1)
+    for i, t in enumerate(tensors):
+        if t.is_load:
+            release[i] = living[i][0] - 1 if living[i][0] > 0 else -1
+            need[i] = t.first_use
+        else:
+            release[i] = t.producer
+            need[i] = living[i][1]  # End == n: nobody waits
+        pending[need[i]] += 1
+    ready = [0] * (n + 1)
+    tile_start = [0] * n
+    tile_end = [0] * n
+    t_start = [0] * len(tensors)
+    t_end = [0] * len(tensors)
+    next_tile = 0
+    clock = 0
+    dram_free = 0
+    for i in dlsa.order:
+        r = release[i]
+        while next_tile <= r:
+            p = next_tile
+            if pending[p]:
+                _raise_deadlock(program, dlsa, p, i, need)
+            start = clock if clock > ready[p] else ready[p]
+            tile_start[p] = start
+            clock = start + cycles[p]
+            tile_end[p] = clock
+            next_tile += 1
+        rel = tile_end[r] if r >= 0 else 0
+        start = dram_free if dram_free > rel else rel
+        t_start[i] = start
+        dram_free = start + tensors[i].access_cycles
+        t_end[i] = dram_free
+        nt = need[i]
+        pending[nt] -= 1
+        if dram_free > ready[nt]:
+            ready[nt] = dram_free
+    while next_tile < n:
+        p = next_tile
+        start = clock if clock > ready[p] else ready[p]
+        tile_start[p] = start
+        clock = start + cycles[p]
+        tile_end[p] = clock
+        next_tile += 1
+    return Timeline(tile_start, tile_end, t_start, t_end)
+
+
+def latency(program: TileProgram, dlsa: Dlsa) -> int:
+    """Latency in cycles (the hot path of DLSA search)."""
+    tl = timeline(program, dlsa)
+    last_tile = tl.tile_end[-1] if tl.tile_end else 0
+    return max(last_tile, max(tl.transfer_end, default=0))
+
+
+def buffer_profile(program: TileProgram, dlsa: Dlsa) -> list[int]:
+    """Buffer bytes in use at t = -1, 0, ..., n-1 (index t + 1): on-chip tensors plus
+    every DRAM tensor with Start <= t < End."""
+    n = program.n_tiles
+    diff = [0] * (n + 2)
+    for t, (s, e) in zip(program.tensors, dlsa.living, strict=True):
+        diff[s + 1] += t.bytes
+        diff[e + 1] -= t.bytes
+    occupancy = [0] * (n + 1)
+    running = 0
+    onchip = [program.onchip_before_first_tile, *program.onchip_per_tile]
+    for k in range(n + 1):
+        running += diff[k]
+        occupancy[k] = onchip[k] + running
+    return occupancy
+
+
+def evaluate(program: TileProgram, dlsa: Dlsa, check: bool = True) -> Evaluation:
+    """All figures of `dlsa` on `program`. With `check`, the DLSA's structure (a
+    permutation, living durations in range, store->load precedence) is validated first."""
+    if check:
+        check_dlsa_structure(program, dlsa)
+    tl = timeline(program, dlsa)
+    lat = max(tl.tile_end[-1] if tl.tile_end else 0, max(tl.transfer_end, default=0))
+    occupancy = buffer_profile(program, dlsa)
+    peak = max(occupancy)
+    overflow = None
+    cap = program.buffer_capacity_bytes
+    if peak > cap:
+        k = next(k for k, b in enumerate(occupancy) if b > cap)
+        overflow = Overflow(k - 1, occupancy[k] - cap, occupancy[k])
+    compute = program.compute_cycles
+    weighted = sum(b * t.compute_cycles for b, t in zip(occupancy[1:], program.tiles,
+                                                         strict=True))
+    energy = program.energy_pj + program.static_pj_per_cycle * lat
+    totals = program.totals
+    util = (totals.total_ops / (totals.peak_ops_per_cycle * lat)
+            if totals is not None and lat > 0 else None)
+    dram_cycles = program.dram_cycles
+    return Evaluation(
+        latency_cycles=lat,
+        energy_pj=energy,
+        edp=energy * lat,
+        utilization=util,
+        peak_buffer_bytes=peak,
+        avg_buffer_bytes=weighted / compute if compute else 0.0,
+        dram_bytes=program.dram_bytes,
+        compute_cycles=compute,
+        dram_cycles=dram_cycles,
+        compute_busy=compute / lat if lat else 0.0,
+        dram_busy=dram_cycles / lat if lat else 0.0,
+        stall_cycles=lat - compute,
+        overflow=overflow,
+    )
+
+
+def _raise_deadlock(program: TileProgram, dlsa: Dlsa, p: int, waiting: int,
+                    need: list[int]) -> None:
+    pos = {tid: k for k, tid in enumerate(dlsa.order)}
+    blocked = min((i for i in range(len(need)) if need[i] == p and pos[i] > pos[waiting]),
+                  key=lambda i: pos[i], default=None)
+    tile = program.tiles[p]
+    msg = (f"deadlock: {describe_tensor(program.tensors[waiting])} waits for tile {p} "
+           f"({tile.layer} #{tile.tile}) to finish")
+    if blocked is not None:
+        msg += (f", but tile {p} needs {describe_tensor(program.tensors[blocked])}, "
+                "which is ordered after it")
+    raise DeadlockError(msg)

@@ -1,0 +1,1 @@
+"""Lower bounds and exact models (CP-SAT / MIP) of the scheduling space."""

@@ -1,0 +1,1 @@
+"""Search heuristics and baselines; all share the evaluator."""

@@ -1,0 +1,201 @@
+"""Lowering: (workload, hardware, LFA) -> tile program (DESIGN §3-4, SoMa §IV-A).
+
+- Tiles: FLG by FLG, tile i of every layer of the FLG in computing order, then tile i+1.
+- DRAM tensors, created in tile order: for each tile, one `load_ifmap` per input that is
+  a network input or comes from another LG (the region the tile reads), the layer's
+  `load_weight` at its first tile (it lives until its last tile of the FLG), and a
+  `store_ofmap` of the tile's share of the ofmap when a consumer lies in another LG or the
+  layer is a network output.
+- On-chip bytes: an ofmap read inside its FLG lives from the producing tile to the last
+  tile of the same index that reads it; an ofmap read by a later FLG of the same LG is
+  aggregated on chip (its share per tile) until the last tile of its last consumer.
+- Precedence: each load of stored data comes after every store whose share it reads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mipsched.cost import TileCost, tile_cost
+from mipsched.hw.model import Hardware
+from mipsched.schedule.notation import Lfa
+from mipsched.schedule.tile_program import (
+    DramTensor,
+    TensorKind,
+    Tile,
+    TileProgram,
+    WorkloadTotals,
+)
+from mipsched.schedule.tiling import FlgTiles, tile_flg
+from mipsched.schedule.validity import check_lfa
+from mipsched.workload.graph import Workload
+from mipsched.workload.layer import Region
+
+
+@dataclass(frozen=True)
+class _FlgPlan:
+    tiles: FlgTiles
+    costs: dict[str, list[TileCost | None]]
+
+
+class Lowerer:
+    """Lowers LFAs of one workload on one hardware; memoises each FLG's tiles and costs
+    (keyed by its layers and tiling number), so a search that revisits FLGs is fast."""
+
+    def __init__(self, workload: Workload, hw: Hardware) -> None:
+        self.workload = workload
+        self.hw = hw
+        self._plans: dict[tuple[tuple[str, ...], int], _FlgPlan] = {}
+        self._layer_index = {n: i for i, n in enumerate(workload.layers)}
+
+    def plan(self, layers: tuple[str, ...], tiling: int) -> _FlgPlan:
+        key = (layers, tiling)
+        plan = self._plans.get(key)
+        if plan is None:
+            tiles = tile_flg(self.workload, layers, tiling)
+            costs = {n: [self._cost(n, r, rd) for r, rd in
+                         zip(tiles.produced[n], tiles.reads[n], strict=True)]
+                     for n in layers}
+            plan = self._plans[key] = _FlgPlan(tiles, costs)
+        return plan
+
+    def _cost(self, name: str, region: Region | None, reads: tuple) -> TileCost | None:
+        if region is None:
+            return None
+        wl = self.workload
+        return tile_cost(self.hw, wl.layers[name], wl.in_shapes(name), region, reads,
+                         wl.elem_bytes)
+
+    def lower(self, lfa: Lfa, check: bool = True) -> TileProgram:
+        """The tile program of `lfa`; with `check`, the LFA is validated first."""
+        wl = self.workload
+        if check:
+            check_lfa(wl, lfa)
+        order = lfa.order
+        lg_of: dict[str, int] = {}
+        for g, (a, b) in enumerate(lfa.lg_bounds()):
+            for n in order[a:b]:
+                lg_of[n] = g
+        flgs = [(order[a:b], t) for (a, b), t in zip(lfa.flg_bounds(), lfa.tiling, strict=True)]
+        plans = [self.plan(layers, t) for layers, t in flgs]
+
+        # positions of every (layer, tile index)
+        pos: dict[str, list[int]] = {}
+        tiles: list[Tile] = []
+        for (layers, _), plan in zip(flgs, plans, strict=True):
+            count = plan.tiles.grid.count
+            for n in layers:
+                pos[n] = [0] * count
+            for i in range(count):
+                for n in layers:
+                    pos[n][i] = len(tiles)
+                    c = plan.costs[n][i]
+                    tiles.append(Tile(len(tiles), self._layer_index[n], n, i,
+                                      c.cycles if c else 0, c.energy_pj if c else 0.0,
+                                      lg_of[n]))
+        n_tiles = len(tiles)
+        stored = {n for n in order if n in wl.outputs
+                  or any(lg_of[v] != lg_of[n] for v in wl.consumers(n))}
+
+        eb = wl.elem_bytes
+        bpc = self.hw.dram.bytes_per_cycle
+        tensors: list[DramTensor] = []
+        precedence: list[tuple[int, int]] = []
+        stores_of: dict[str, list[tuple[int, Region]]] = {n: [] for n in stored}
+
+        def add(kind: TensorKind, layer: str, tile: int | None, size: int, **kw) -> int:
+            tid = len(tensors)
+            tensors.append(DramTensor(tid, kind, self._layer_index[layer], layer, tile, size,
+                                      math.ceil(size / bpc), **kw))
+            return tid
+
+        flg_of = {n: k for k, (layers, _) in enumerate(flgs) for n in layers}
+        for tile in tiles:
+            name, i, p = tile.layer, tile.tile, tile.pos
+            plan = plans[flg_of[name]]
+            layer = wl.layers[name]
+            for src, region in zip(layer.inputs, plan.tiles.reads[name][i], strict=True):
+                if region is None or (src in wl.layers and lg_of[src] == lg_of[name]):
+                    continue
+                size = region.elems(wl.shape_of(src).c) * eb
+                tid = add(TensorKind.LOAD_IFMAP, name, i, size, first_use=p, last_use=p,
+                          lo=-1, hi=p)
+                precedence.extend((sid, tid) for sid, share in stores_of.get(src, ())
+                                  if _overlaps(share, region))
+            if layer.has_weights and i == 0:
+                first, last = pos[name][0], pos[name][-1]
+                add(TensorKind.LOAD_WEIGHT, name, None, wl.weight_bytes(name),
+                    first_use=first, last_use=last, lo=-1, hi=first)
+            if name in stored:
+                share = plan.tiles.share[name][i]
+                sid = add(TensorKind.STORE_OFMAP, name, i, share.elems(layer.out.c) * eb,
+                          producer=p, lo=p + 1, hi=n_tiles)
+                stores_of[name].append((sid, share))
+
+        onchip = self._onchip_bytes(flgs, plans, pos, lg_of, n_tiles)
+        totals = WorkloadTotals(wl.name, wl.batch, wl.total_macs, wl.total_ops,
+                                wl.total_weight_bytes, self.hw.peak_ops_per_cycle)
+        return TileProgram(
+            name=f"{wl.name}-{self.hw.name}-b{wl.batch}",
+            dram_bytes_per_cycle=bpc,
+            buffer_capacity_bytes=self.hw.gbuf.capacity_bytes,
+            dram_energy_pj_per_byte=self.hw.dram.energy_pj_per_byte,
+            tiles=tiles,
+            onchip_before_first_tile=0,
+            onchip_per_tile=onchip,
+            tensors=tensors,
+            precedence=precedence,
+            static_pj_per_cycle=self.hw.static_pj_per_cycle,
+            totals=totals,
+            source={"tool": "mipsched", "network": wl.name, "batch": wl.batch,
+                    "hardware": self.hw.name},
+        )
+
+    def _onchip_bytes(self, flgs, plans, pos, lg_of, n_tiles: int) -> list[int]:
+        """Bytes of on-chip ofmaps live in each tile (difference array over tiles)."""
+        wl = self.workload
+        eb = wl.elem_bytes
+        diff = [0] * (n_tiles + 1)
+
+        def hold(size: int, first: int, last: int) -> None:
+            if size and first <= last:
+                diff[first] += size
+                diff[last + 1] -= size
+
+        flg_of = {n: k for k, (layers, _) in enumerate(flgs) for n in layers}
+        for (layers, _), plan in zip(flgs, plans, strict=True):
+            for n in layers:
+                onchip_users = [v for v in wl.consumers(n) if lg_of[v] == lg_of[n]]
+                if not onchip_users:
+                    continue
+                same_flg = [v for v in onchip_users if flg_of[v] == flg_of[n]]
+                later = [v for v in onchip_users if flg_of[v] != flg_of[n]]
+                later_end = max((pos[v][-1] for v in later), default=-1)
+                channels = wl.layers[n].out.c
+                for i, p in enumerate(pos[n]):
+                    local_end = p
+                    region = plan.tiles.produced[n][i]
+                    if same_flg and region is not None:
+                        local_end = max(pos[v][i] for v in same_flg)
+                        hold(region.elems(channels) * eb, p, local_end)
+                    if later:
+                        share = plan.tiles.share[n][i]
+                        start = local_end + 1 if same_flg and region is not None else p
+                        hold(share.elems(channels) * eb, start, later_end)
+        out = [0] * n_tiles
+        running = 0
+        for p in range(n_tiles):
+            running += diff[p]
+            out[p] = running
+        return out
+
+
+def _overlaps(a: Region, b: Region) -> bool:
+    return (a.b0 < b.b1 and b.b0 < a.b1 and a.h0 < b.h1 and b.h0 < a.h1
+            and a.w0 < b.w1 and b.w0 < a.w1)
+
+
+def lower(workload: Workload, hw: Hardware, lfa: Lfa) -> TileProgram:
+    """One-shot lowering (use a Lowerer to lower many LFAs of one workload)."""
+    return Lowerer(workload, hw).lower(lfa)

@@ -1,0 +1,87 @@
+"""SoMa's six-attribute notation (paper §IV, DESIGN §3).
+
+LFA (layer-fusion attributes): computing order, FLC set, tiling number per FLG, DRAM cut
+set. DLSA (DRAM load/store attributes): DRAM tensor order and the living duration
+(Start, End) of every DRAM tensor, in tile positions (-1 = before tile 0).
+
+Cut positions are indices into the computing order: cut k separates order[k-1] from
+order[k], so valid cuts lie in 1..len(order)-1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mipsched.errors import InputError
+
+
+class ScheduleError(InputError):
+    """An invalid schedule; the message names the offending layer, tile or tensor."""
+
+
+@dataclass(frozen=True)
+class Lfa:
+    """Layer-fusion attributes: which layers run, in what groups, at what granularity."""
+
+    order: tuple[str, ...]
+    """Computing order: a topological order of all layers."""
+    flc: tuple[int, ...]
+    """Fine-grained fusion cuts (sorted positions); they split the order into FLGs."""
+    tiling: tuple[int, ...]
+    """Tiling number of each FLG (len(flc) + 1 entries)."""
+    dram_cuts: tuple[int, ...]
+    """DRAM cuts (sorted, a subset of `flc`); they split the order into LGs."""
+
+    def flg_bounds(self) -> list[tuple[int, int]]:
+        """[start, stop) positions in the order of each FLG."""
+        edges = [0, *self.flc, len(self.order)]
+        return list(zip(edges[:-1], edges[1:], strict=True))
+
+    def lg_bounds(self) -> list[tuple[int, int]]:
+        """[start, stop) positions in the order of each LG."""
+        edges = [0, *self.dram_cuts, len(self.order)]
+        return list(zip(edges[:-1], edges[1:], strict=True))
+
+    def to_json(self) -> dict:
+        return {"order": list(self.order), "flc": list(self.flc), "tiling": list(self.tiling),
+                "dram_cuts": list(self.dram_cuts)}
+
+    @staticmethod
+    def from_json(data: dict) -> Lfa:
+        try:
+            return Lfa(tuple(str(x) for x in data["order"]), tuple(int(x) for x in data["flc"]),
+                       tuple(int(x) for x in data["tiling"]),
+                       tuple(int(x) for x in data["dram_cuts"]))
+        except KeyError as err:
+            raise ScheduleError(f"lfa: missing key {err.args[0]!r}") from None
+        except (TypeError, ValueError) as err:
+            raise ScheduleError(f"lfa: malformed value ({err})") from None
+
+    @staticmethod
+    def unfused(order: tuple[str, ...], tiling: int = 1) -> Lfa:
+        """Every layer its own FLG and LG (no fusion)."""
+        cuts = tuple(range(1, len(order)))
+        return Lfa(order, cuts, (tiling,) * len(order), cuts)
+
+
+@dataclass(frozen=True)
+class Dlsa:
+    """DRAM load/store attributes for the DRAM tensors of one lowered LFA."""
+
+    order: tuple[int, ...]
+    """DRAM tensor ids in the order DRAM serves them."""
+    living: tuple[tuple[int, int], ...]
+    """(Start, End) of tensor id i, in tile positions; it holds buffer in Start..End-1."""
+
+    def to_json(self) -> dict:
+        return {"order": list(self.order), "living": [list(x) for x in self.living]}
+
+    @staticmethod
+    def from_json(data: dict) -> Dlsa:
+        try:
+            return Dlsa(tuple(int(x) for x in data["order"]),
+                        tuple((int(s), int(e)) for s, e in data["living"]))
+        except KeyError as err:
+            raise ScheduleError(f"dlsa: missing key {err.args[0]!r}") from None
+        except (TypeError, ValueError) as err:
+            raise ScheduleError(f"dlsa: malformed value ({err})") from None

@@ -1,0 +1,103 @@
+"""schedule.json: a complete schedule that `mipsched eval` replays to the same numbers.
+
+Format `mipsched-schedule` version 1: the network (zoo name, batch, element size and a
+digest of the whole network), the full hardware description, the LFA, the DLSA (tensor ids
+as lowering numbers them, with their names so a mismatch is caught), the method that made
+it, and its figures.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mipsched import strict
+from mipsched.hw.model import Hardware
+from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
+from mipsched.schedule.tile_program import DramTensor, read_json, write_json_atomic
+from mipsched.workload.graph import Workload
+from mipsched.workload.resolve import resolve_network
+
+FORMAT = "mipsched-schedule"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class ScheduleFile:
+    """A schedule as read back from disk, with the workload and hardware it is for."""
+
+    workload: Workload
+    hw: Hardware
+    lfa: Lfa
+    dlsa: Dlsa
+    tensor_names: tuple[str, ...]
+    method: str
+    results: dict[str, Any]
+
+
+def tensor_name(t: DramTensor) -> str:
+    """Stable name of a DRAM tensor: kind:layer[:tile]."""
+    return f"{t.kind}:{t.layer}" + ("" if t.tile is None else f":{t.tile}")
+
+
+def save_schedule(path: Path, workload: Workload, hw: Hardware, lfa: Lfa, dlsa: Dlsa,
+                  tensors: list[DramTensor], method: str, results: dict[str, Any]) -> None:
+    write_json_atomic(path, {
+        "format": FORMAT,
+        "version": VERSION,
+        "network": {"name": workload.name, "source": "zoo", "batch": workload.batch,
+                    "elem_bytes": workload.elem_bytes, "digest": workload.digest()},
+        "hardware": strict.to_dict(hw),
+        "method": method,
+        "lfa": lfa.to_json(),
+        "dlsa": {**dlsa.to_json(), "tensors": [tensor_name(t) for t in tensors]},
+        "results": results,
+    })
+
+
+def is_schedule(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("format") == FORMAT
+
+
+def load_schedule(path: Path) -> ScheduleFile:
+    """Reads schedule.json; ScheduleError / InputError naming the bad key."""
+    return parse_schedule(read_json(path), str(path))
+
+
+def parse_schedule(data: Any, source: str) -> ScheduleFile:
+    if not is_schedule(data):
+        raise ScheduleError(f"{source}: not a {FORMAT} file (missing 'format': '{FORMAT}')")
+    if data.get("version") != VERSION:
+        raise ScheduleError(f"{source}: unsupported version {data.get('version')!r}")
+    for key in ("network", "hardware", "lfa", "dlsa"):
+        if key not in data:
+            raise ScheduleError(f"{source}: missing key '{key}'")
+    net = data["network"]
+    try:
+        workload = resolve_network(str(net["name"]), int(net["batch"]))
+    except KeyError as err:
+        raise ScheduleError(f"{source}: network: missing key {err.args[0]!r}") from None
+    if workload.digest() != net.get("digest"):
+        raise ScheduleError(f"{source}: network '{workload.name}' (batch {workload.batch}) "
+                            "differs from the one this schedule was made for (digest mismatch)")
+    hw = strict.build(Hardware, data["hardware"], "hardware")
+    dlsa_data = data["dlsa"]
+    names = dlsa_data.get("tensors", [])
+    if not isinstance(names, list):
+        raise ScheduleError(f"{source}: dlsa.tensors must be a list")
+    return ScheduleFile(workload, hw, Lfa.from_json(data["lfa"]), Dlsa.from_json(dlsa_data),
+                        tuple(str(x) for x in names), str(data.get("method", "unknown")),
+                        dict(data.get("results", {})))
+
+
+def check_tensor_names(expected: tuple[str, ...], tensors: list[DramTensor]) -> None:
+    """The DLSA's tensor names must be those the LFA lowers to, in the same order."""
+    actual = [tensor_name(t) for t in tensors]
+    if list(expected) == actual:
+        return
+    if len(expected) != len(actual):
+        raise ScheduleError(f"DLSA lists {len(expected)} DRAM tensors but the LFA produces "
+                            f"{len(actual)}")
+    k = next(i for i, (a, b) in enumerate(zip(expected, actual, strict=True)) if a != b)
+    raise ScheduleError(f"DLSA tensor {k} is '{expected[k]}' but the LFA produces '{actual[k]}'")

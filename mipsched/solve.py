@@ -1,0 +1,132 @@
+"""Orchestration of `mipsched solve`: run a method, bound it, and describe the result
+(machine-interface result object, certificate)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from mipsched.evaluate import Evaluation
+from mipsched.formulations.bounds import LatencyBound, compulsory_bound
+from mipsched.heuristics.baseline import Candidate, InfeasibleError, unfused_baseline
+from mipsched.hw.model import Hardware
+from mipsched.schedule.lowering import Lowerer
+from mipsched.workload.graph import Workload
+
+#: Methods `solve` runs today, name -> one-line description.
+METHODS = {
+    "baseline": "no fusion: every layer its own LG, tiling doubled until it fits, "
+                "double-buffered DLSA",
+}
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    """What one `solve` run produced. `candidate` is None when status is infeasible."""
+
+    method: str
+    status: str
+    """optimal / feasible / infeasible."""
+    candidate: Candidate | None
+    bound: LatencyBound
+    wall_seconds: float
+    seed: int
+    time_limit: float | None
+    reason: str | None = None
+
+
+def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int = 0,
+          time_limit: float | None = None) -> SolveOutcome:
+    """Runs `method` on the workload; never returns a schedule that overflows."""
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}")
+    started = time.perf_counter()
+    bound = compulsory_bound(workload, hw)
+    try:
+        candidate = unfused_baseline(Lowerer(workload, hw))
+    except InfeasibleError as err:
+        return SolveOutcome(method, "infeasible", None, bound,
+                            time.perf_counter() - started, seed, time_limit, str(err))
+    status = ("optimal" if candidate.evaluation.latency_cycles == bound.cycles
+              else "feasible")
+    return SolveOutcome(method, status, candidate, bound, time.perf_counter() - started,
+                        seed, time_limit)
+
+
+def evaluation_json(ev: Evaluation, workload: Workload | None) -> dict[str, Any]:
+    """The machine-interface figures of one evaluated schedule (DESIGN §5)."""
+    return {
+        "latency_cycles": ev.latency_cycles,
+        "energy_pj": ev.energy_pj,
+        "edp": ev.edp,
+        "utilization": ev.utilization,
+        "peak_buffer_bytes": ev.peak_buffer_bytes,
+        "avg_buffer_bytes": ev.avg_buffer_bytes,
+        "dram_bytes": ev.dram_bytes,
+        "compute_cycles": ev.compute_cycles,
+        "dram_cycles": ev.dram_cycles,
+        "compute_busy": ev.compute_busy,
+        "dram_busy": ev.dram_busy,
+        "stall_cycles": ev.stall_cycles,
+        "total_macs": workload.total_macs if workload else None,
+        "weight_bytes": workload.total_weight_bytes if workload else None,
+    }
+
+
+def outcome_json(outcome: SolveOutcome, workload: Workload) -> dict[str, Any]:
+    """Result object of `solve --json`."""
+    out: dict[str, Any] = {"network": workload.name, "batch": workload.batch}
+    if outcome.candidate is not None:
+        c = outcome.candidate
+        out.update(evaluation_json(c.evaluation, workload))
+        lfa = c.lfa
+        out.update(n_lg=len(lfa.dram_cuts) + 1, n_flg=len(lfa.flc) + 1,
+                   n_tiles=c.program.n_tiles, n_dram_tensors=len(c.program.tensors),
+                   gap=(c.evaluation.latency_cycles - outcome.bound.cycles)
+                   / c.evaluation.latency_cycles)
+    else:
+        out.update(latency_cycles=None, energy_pj=None, edp=None, utilization=None,
+                   peak_buffer_bytes=None, dram_bytes=None, gap=None,
+                   total_macs=workload.total_macs, weight_bytes=workload.total_weight_bytes)
+    out.update(method=outcome.method, status=outcome.status,
+               lower_bound_cycles=outcome.bound.cycles, wall_seconds=outcome.wall_seconds)
+    if outcome.reason:
+        out["reason"] = outcome.reason
+    return out
+
+
+def certificate_json(outcome: SolveOutcome, workload: Workload, hw: Hardware) -> dict[str, Any]:
+    """certificate.json (DESIGN §4): what was solved, how, and how far from the bound."""
+    c = outcome.candidate
+    ev = c.evaluation if c else None
+    return {
+        "format": "mipsched-certificate",
+        "version": 1,
+        "workload": {"name": workload.name, "batch": workload.batch,
+                     "digest": workload.digest()},
+        "hardware": {"name": hw.name, "digest": hw.digest()},
+        "method": outcome.method,
+        "seed": outcome.seed,
+        "time_limit_s": outcome.time_limit,
+        "wall_seconds": outcome.wall_seconds,
+        "solver_versions": {pkg: _version(pkg) for pkg in ("mipsched", "ortools", "pulp")},
+        "incumbent": None if ev is None else {
+            "latency_cycles": ev.latency_cycles, "energy_pj": ev.energy_pj, "edp": ev.edp},
+        "lower_bound": {"latency_cycles": outcome.bound.cycles,
+                        "components": outcome.bound.components,
+                        "derivation": outcome.bound.derivation},
+        "gap": None if ev is None else
+        (ev.latency_cycles - outcome.bound.cycles) / ev.latency_cycles,
+        "status": outcome.status,
+        "reason": outcome.reason,
+        "models": [],
+    }
+
+
+def _version(pkg: str) -> str | None:
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return None

@@ -1,0 +1,232 @@
+"""The workload: a DAG of layers with explicit network inputs and outputs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import networkx as nx
+
+from mipsched.errors import InputError
+from mipsched.workload import ops
+from mipsched.workload.layer import Layer, Op, Shape, full_region
+
+
+class WorkloadError(InputError):
+    """A workload that is not a well-formed DAG (names the offending layer or tensor)."""
+
+
+@dataclass
+class Workload:
+    """A network for one batch size.
+
+    `layers` keeps insertion order, which is a valid topological order. `inputs` maps each
+    network input tensor (loaded from DRAM) to its per-sample shape; `outputs` names the
+    layers whose ofmaps are network outputs (stored to DRAM). `elem_bytes` is the size of
+    one element (INT8 = 1).
+    """
+
+    name: str
+    batch: int
+    inputs: dict[str, Shape]
+    layers: dict[str, Layer]
+    outputs: tuple[str, ...]
+    elem_bytes: int = 1
+    graph: nx.DiGraph = field(init=False, repr=False)
+    _consumers: dict[str, list[str]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.graph = nx.DiGraph()
+        self.graph.add_nodes_from(self.layers)
+        if self.batch < 1:
+            raise WorkloadError(f"workload '{self.name}': batch must be >= 1, got {self.batch}")
+        if self.elem_bytes < 1:
+            raise WorkloadError(f"workload '{self.name}': elem_bytes must be >= 1")
+        for name in self.inputs:
+            if name in self.layers:
+                raise WorkloadError(f"'{name}' is both a network input and a layer")
+        seen: set[str] = set(self.inputs)
+        self._consumers = {}
+        for layer in self.layers.values():
+            for src in layer.inputs:
+                if src not in seen:
+                    what = "unknown tensor" if src not in self.layers else "a later layer"
+                    raise WorkloadError(f"layer '{layer.name}': input '{src}' is {what}")
+                if src in self.layers:
+                    self.graph.add_edge(src, layer.name)
+                users = self._consumers.setdefault(src, [])
+                if layer.name not in users:
+                    users.append(layer.name)
+            seen.add(layer.name)
+            expected = ops.infer_out_shape(layer, self.in_shapes(layer.name))
+            if expected != layer.out:
+                raise WorkloadError(
+                    f"layer '{layer.name}': output shape {tuple(layer.out)} does not match "
+                    f"{tuple(expected)} implied by its inputs"
+                )
+        for out in self.outputs:
+            if out not in self.layers:
+                raise WorkloadError(f"network output '{out}' is not a layer")
+        dangling = [n for n in self.layers if self.graph.out_degree(n) == 0
+                    and n not in self.outputs]
+        if dangling:
+            raise WorkloadError(f"layer '{dangling[0]}' has no consumer and is not an output")
+
+    # --- shapes -------------------------------------------------------------------------
+    def shape_of(self, tensor: str) -> Shape:
+        """Per-sample shape of a network input or of a layer's ofmap."""
+        if tensor in self.inputs:
+            return self.inputs[tensor]
+        return self.layers[tensor].out
+
+    def in_shapes(self, layer: str) -> tuple[Shape, ...]:
+        return tuple(self.shape_of(src) for src in self.layers[layer].inputs)
+
+    # --- per-layer totals ------------------------------------------------------------------
+    def macs(self, layer: str) -> int:
+        """MACs of the whole layer over the batch."""
+        lay = self.layers[layer]
+        return self.batch * lay.out.elems * ops.reduction_size(lay, self.in_shapes(layer))
+
+    def vector_ops(self, layer: str) -> int:
+        lay = self.layers[layer]
+        return ops.tile_vector_ops(lay, self.in_shapes(layer), full_region(self.batch, lay.out))
+
+    def weight_bytes(self, layer: str) -> int:
+        lay = self.layers[layer]
+        return ops.weight_elems(lay, self.in_shapes(layer)) * self.elem_bytes
+
+    def ofmap_bytes(self, tensor: str) -> int:
+        """Bytes of a layer's whole ofmap (or of a network input) over the batch."""
+        return self.batch * self.shape_of(tensor).elems * self.elem_bytes
+
+    # --- network totals --------------------------------------------------------------------
+    @cached_property
+    def total_macs(self) -> int:
+        return sum(self.macs(n) for n in self.layers)
+
+    @cached_property
+    def total_weight_bytes(self) -> int:
+        return sum(self.weight_bytes(n) for n in self.layers)
+
+    @cached_property
+    def total_ops(self) -> int:
+        """Operations counted for utilisation: 2 per MAC plus every vector op."""
+        return 2 * self.total_macs + sum(self.vector_ops(n) for n in self.layers)
+
+    def digest(self) -> str:
+        """Stable hash of the whole network (layers, shapes, batch, element size)."""
+        blob = json.dumps([self.batch, self.elem_bytes, sorted(self.inputs.items()),
+                           [repr(lay) for lay in self.layers.values()], self.outputs])
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def consumers(self, tensor: str) -> list[str]:
+        """Layers reading `tensor` (a layer ofmap or a network input), in layer order."""
+        return self._consumers.get(tensor, [])
+
+
+class NetBuilder:
+    """Builds a Workload layer by layer, inferring output shapes.
+
+    Each method adds one layer and returns its name, so networks read like their papers:
+    ``x = b.conv("conv1", x, 64, 7, stride=2, padding=3)``.
+    """
+
+    def __init__(self, name: str, batch: int = 1, elem_bytes: int = 1) -> None:
+        self.name = name
+        self.batch = batch
+        self.elem_bytes = elem_bytes
+        self._inputs: dict[str, Shape] = {}
+        self._layers: dict[str, Layer] = {}
+        self._outputs: list[str] = []
+
+    def shape(self, tensor: str) -> Shape:
+        if tensor in self._inputs:
+            return self._inputs[tensor]
+        if tensor not in self._layers:
+            raise WorkloadError(f"network '{self.name}': unknown tensor '{tensor}'")
+        return self._layers[tensor].out
+
+    def input(self, name: str, c: int, h: int = 1, w: int = 1) -> str:
+        self._inputs[name] = Shape(c, h, w)
+        return name
+
+    def output(self, *names: str) -> None:
+        self._outputs.extend(names)
+
+    def add(self, layer: Layer) -> str:
+        """Adds a layer whose `out` may hold placeholder spatial dims; they are inferred."""
+        if layer.name in self._layers or layer.name in self._inputs:
+            raise WorkloadError(f"network '{self.name}': duplicate layer name '{layer.name}'")
+        ins = [self.shape(s) for s in layer.inputs]
+        out = ops.infer_out_shape(layer, ins)
+        self._layers[layer.name] = Layer(**{**layer.__dict__, "out": out})
+        return layer.name
+
+    # --- one method per operator ----------------------------------------------------------
+    def conv(self, name: str, src: str, out_channels: int, kernel: int | tuple[int, int],
+             stride: int = 1, padding: int | tuple[int, int] | None = None,
+             dilation: int = 1, groups: int = 1) -> str:
+        """Convolution; `padding=None` means 'same' padding for odd kernels."""
+        k = _pair(kernel)
+        pad = _pair(padding) if padding is not None else (dilation * (k[0] - 1) // 2,
+                                                          dilation * (k[1] - 1) // 2)
+        return self.add(Layer(name, Op.CONV, (src,), Shape(out_channels, 0, 0), k,
+                              _pair(stride), pad, _pair(dilation), groups))
+
+    def depthwise(self, name: str, src: str, kernel: int, stride: int = 1,
+                  padding: int | None = None, dilation: int = 1) -> str:
+        c = self.shape(src).c
+        k = _pair(kernel)
+        pad = _pair(padding) if padding is not None else (dilation * (k[0] - 1) // 2,
+                                                          dilation * (k[1] - 1) // 2)
+        return self.add(Layer(name, Op.DEPTHWISE_CONV, (src,), Shape(c, 0, 0), k,
+                              _pair(stride), pad, _pair(dilation), groups=c))
+
+    def fc(self, name: str, src: str, out_features: int) -> str:
+        return self.add(Layer(name, Op.FC, (src,), Shape(out_features, 1, 1)))
+
+    def matmul(self, name: str, src: str, out_features: int) -> str:
+        return self.add(Layer(name, Op.MATMUL, (src,), Shape(out_features, 0, 0)))
+
+    def matmul_act(self, name: str, lhs: str, rhs: str, heads: int,
+                   transpose_rhs: bool) -> str:
+        return self.add(Layer(name, Op.MATMUL_ACT, (lhs, rhs), Shape(0, 0, 0), groups=heads,
+                              transpose_rhs=transpose_rhs))
+
+    def pool(self, name: str, src: str, kernel: int, stride: int, padding: int = 0,
+             kind: str = "max") -> str:
+        op = {"max": Op.MAX_POOL, "avg": Op.AVG_POOL}[kind]
+        return self.add(Layer(name, op, (src,), Shape(0, 0, 0), _pair(kernel), _pair(stride),
+                              _pair(padding)))
+
+    def global_pool(self, name: str, src: str) -> str:
+        return self.add(Layer(name, Op.GLOBAL_POOL, (src,), Shape(0, 1, 1)))
+
+    def eltwise(self, name: str, srcs: Iterable[str], kind: str = "add") -> str:
+        op = {"add": Op.ADD, "mul": Op.MUL}[kind]
+        return self.add(Layer(name, op, tuple(srcs), Shape(0, 0, 0)))
+
+    def unary(self, name: str, src: str, op: Op) -> str:
+        """Softmax, layernorm or GELU."""
+        return self.add(Layer(name, op, (src,), Shape(0, 0, 0)))
+
+    def concat(self, name: str, srcs: Iterable[str], axis: str = "c") -> str:
+        return self.add(Layer(name, Op.CONCAT, tuple(srcs), Shape(0, 0, 0), axis=axis))
+
+    def build(self) -> Workload:
+        """The finished workload; sinks are outputs unless outputs were named explicitly."""
+        consumed = {s for lay in self._layers.values() for s in lay.inputs}
+        outputs = list(self._outputs) or [n for n in self._layers if n not in consumed]
+        unused = [n for n in self._inputs if n not in consumed]
+        if unused:
+            raise WorkloadError(f"network '{self.name}': input '{unused[0]}' is never read")
+        return Workload(self.name, self.batch, dict(self._inputs), dict(self._layers),
+                        tuple(outputs), self.elem_bytes)
+
+
+def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))

@@ -1,0 +1,131 @@
+"""Value types of the workload IR: operators, shapes, regions and layers.
+
+Every feature map is stored per sample as (channels, height, width); the batch size is a
+property of the whole workload. Transformer activations use C = features, H = tokens, W = 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import NamedTuple
+
+
+class Op(StrEnum):
+    """Operator of a layer. MAC ops run on the PE array, the others on the vector unit."""
+
+    CONV = "conv"  # grouped convolution (groups, stride, padding, dilation)
+    DEPTHWISE_CONV = "depthwise_conv"  # conv with groups == in channels == out channels
+    FC = "fc"  # fully connected over the whole (C, H, W) input of a sample
+    MATMUL = "matmul"  # activation (tokens x C) times a weight matrix (C x K)
+    MATMUL_ACT = "matmul_act"  # two activations, per head: QK^T or scores . V
+    MAX_POOL = "max_pool"
+    AVG_POOL = "avg_pool"
+    GLOBAL_POOL = "global_pool"  # average over the whole H x W plane
+    ADD = "add"  # element-wise sum of all inputs
+    MUL = "mul"  # element-wise product of all inputs
+    SOFTMAX = "softmax"  # over the channel axis (keys, for attention scores)
+    LAYERNORM = "layernorm"  # over the channel axis (features)
+    GELU = "gelu"  # element-wise activation
+    CONCAT = "concat"  # along `axis` ("c" or "h")
+
+
+#: Operators executed on the PE array (MACs); every other op runs on the vector unit.
+MAC_OPS = frozenset({Op.CONV, Op.DEPTHWISE_CONV, Op.FC, Op.MATMUL, Op.MATMUL_ACT})
+#: Operators that own a weight tensor loaded from DRAM.
+WEIGHTED_OPS = frozenset({Op.CONV, Op.DEPTHWISE_CONV, Op.FC, Op.MATMUL})
+
+
+class Shape(NamedTuple):
+    """Per-sample feature-map shape: channels, height, width (elements)."""
+
+    c: int
+    h: int
+    w: int
+
+    @property
+    def elems(self) -> int:
+        return self.c * self.h * self.w
+
+
+class Region(NamedTuple):
+    """Half-open box of a feature map over batch, height and width (all channels)."""
+
+    b0: int
+    b1: int
+    h0: int
+    h1: int
+    w0: int
+    w1: int
+
+    @property
+    def batch(self) -> int:
+        return self.b1 - self.b0
+
+    @property
+    def height(self) -> int:
+        return self.h1 - self.h0
+
+    @property
+    def width(self) -> int:
+        return self.w1 - self.w0
+
+    def elems(self, channels: int) -> int:
+        return channels * self.batch * self.height * self.width
+
+    def hull(self, other: Region) -> Region:
+        """Smallest region containing both."""
+        return Region(
+            min(self.b0, other.b0),
+            max(self.b1, other.b1),
+            min(self.h0, other.h0),
+            max(self.h1, other.h1),
+            min(self.w0, other.w0),
+            max(self.w1, other.w1),
+        )
+
+    def contains(self, other: Region) -> bool:
+        return (
+            self.b0 <= other.b0
+            and other.b1 <= self.b1
+            and self.h0 <= other.h0
+            and other.h1 <= self.h1
+            and self.w0 <= other.w0
+            and other.w1 <= self.w1
+        )
+
+
+def full_region(batch: int, shape: Shape) -> Region:
+    """The region covering a whole feature map of `batch` samples."""
+    return Region(0, batch, 0, shape.h, 0, shape.w)
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One node of the workload DAG.
+
+    `inputs` names producing layers or network inputs, in operand order (for MATMUL_ACT:
+    left operand, then right operand; for CONCAT: concatenation order). `out` is the
+    per-sample output shape. For MATMUL_ACT, `groups` is the number of attention heads and
+    `transpose_rhs` says whether the right operand is used transposed (QK^T) or not (P.V).
+    """
+
+    name: str
+    op: Op
+    inputs: tuple[str, ...]
+    out: Shape
+    kernel: tuple[int, int] = (1, 1)
+    stride: tuple[int, int] = (1, 1)
+    padding: tuple[int, int] = (0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+    axis: str = "c"
+    transpose_rhs: bool = False
+
+    @property
+    def on_pe_array(self) -> bool:
+        return self.op in MAC_OPS
+
+    @property
+    def has_weights(self) -> bool:
+        return self.op in WEIGHTED_OPS

@@ -1,0 +1,190 @@
+"""Operator math: output shapes, MACs, vector ops, weights and the input region that an
+output region needs (the basis of halo back-propagation).
+
+All counts are for the samples and rows inside the given output region; units are
+elements, MACs or vector ops, never bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mipsched.errors import InputError
+from mipsched.workload.layer import Layer, Op, Region, Shape
+
+
+class ShapeError(InputError):
+    """A layer's parameters do not fit the shapes of its inputs."""
+
+
+def conv_out_extent(size: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
+    """Output rows (or columns) of a sliding window over `size` input rows."""
+    span = dilation * (kernel - 1) + 1
+    return (size + 2 * pad - span) // stride + 1
+
+
+def window_input_range(
+    lo: int, hi: int, kernel: int, stride: int, pad: int, dilation: int, size: int
+) -> tuple[int, int]:
+    """Input rows [lo', hi') that output rows [lo, hi) of a sliding window read, clipped to
+    the `size` real rows (padding is not data). Its length is Cocco's f(x) = F + (x-1)*s
+    for an interior tile of x rows."""
+    first = lo * stride - pad
+    last = (hi - 1) * stride - pad + dilation * (kernel - 1)
+    return max(first, 0), min(last + 1, size)
+
+
+def infer_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
+    """Output shape of `layer` given its input shapes; raises ShapeError when they clash."""
+    op = layer.op
+    name = layer.name
+
+    def need(n: int) -> None:
+        if len(ins) != n:
+            raise ShapeError(f"layer '{name}': {op} takes {n} input(s), got {len(ins)}")
+
+    if op in (Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL):
+        need(1)
+        (x,) = ins
+        h = conv_out_extent(x.h, layer.kernel[0], layer.stride[0], layer.padding[0],
+                            layer.dilation[0])
+        w = conv_out_extent(x.w, layer.kernel[1], layer.stride[1], layer.padding[1],
+                            layer.dilation[1])
+        if h <= 0 or w <= 0:
+            raise ShapeError(f"layer '{name}': window {layer.kernel} does not fit input {x}")
+        if op == Op.CONV:
+            if x.c % layer.groups or layer.out.c % layer.groups:
+                raise ShapeError(
+                    f"layer '{name}': groups={layer.groups} must divide in channels {x.c} "
+                    f"and out channels {layer.out.c}"
+                )
+            return Shape(layer.out.c, h, w)
+        return Shape(x.c, h, w)
+    if op == Op.GLOBAL_POOL:
+        need(1)
+        return Shape(ins[0].c, 1, 1)
+    if op == Op.FC:
+        need(1)
+        return Shape(layer.out.c, 1, 1)
+    if op == Op.MATMUL:
+        need(1)
+        return Shape(layer.out.c, ins[0].h, ins[0].w)
+    if op == Op.MATMUL_ACT:
+        need(2)
+        lhs, rhs = ins
+        g = layer.groups
+        if layer.transpose_rhs:
+            if lhs.c != rhs.c or lhs.c % g:
+                raise ShapeError(
+                    f"layer '{name}': QK^T needs equal feature counts divisible by "
+                    f"{g} heads, got {lhs.c} and {rhs.c}"
+                )
+            return Shape(g * rhs.h * rhs.w, lhs.h, lhs.w)
+        if lhs.c != g * rhs.h * rhs.w or rhs.c % g:
+            raise ShapeError(
+                f"layer '{name}': scores.V needs {g} x {rhs.h * rhs.w} score columns, "
+                f"got {lhs.c}"
+            )
+        return Shape(rhs.c, lhs.h, lhs.w)
+    if op in (Op.ADD, Op.MUL):
+        if len(ins) < 2 or any(s != ins[0] for s in ins):
+            raise ShapeError(f"layer '{name}': {op} needs >= 2 inputs of one shape, got {ins}")
+        return ins[0]
+    if op in (Op.SOFTMAX, Op.LAYERNORM, Op.GELU):
+        need(1)
+        return ins[0]
+    if op == Op.CONCAT:
+        if not ins:
+            raise ShapeError(f"layer '{name}': concat needs inputs")
+        if layer.axis == "c":
+            if any((s.h, s.w) != (ins[0].h, ins[0].w) for s in ins):
+                raise ShapeError(f"layer '{name}': concat over channels needs equal H x W")
+            return Shape(sum(s.c for s in ins), ins[0].h, ins[0].w)
+        if layer.axis == "h":
+            if any((s.c, s.w) != (ins[0].c, ins[0].w) for s in ins):
+                raise ShapeError(f"layer '{name}': concat over height needs equal C and W")
+            return Shape(ins[0].c, sum(s.h for s in ins), ins[0].w)
+        raise ShapeError(f"layer '{name}': concat axis must be 'c' or 'h', got {layer.axis!r}")
+    raise ShapeError(f"layer '{name}': unknown op {op!r}")
+
+
+def weight_elems(layer: Layer, ins: Sequence[Shape]) -> int:
+    """Weight elements of the layer (0 for ops without weights); biases are not modelled."""
+    r, s = layer.kernel
+    if layer.op == Op.CONV:
+        return layer.out.c * (ins[0].c // layer.groups) * r * s
+    if layer.op == Op.DEPTHWISE_CONV:
+        return ins[0].c * r * s
+    if layer.op == Op.FC:
+        return layer.out.c * ins[0].elems
+    if layer.op == Op.MATMUL:
+        return layer.out.c * ins[0].c
+    return 0
+
+
+def reduction_size(layer: Layer, ins: Sequence[Shape]) -> int:
+    """MACs per output element (the reduction length) of a PE-array op."""
+    r, s = layer.kernel
+    if layer.op == Op.CONV:
+        return (ins[0].c // layer.groups) * r * s
+    if layer.op == Op.DEPTHWISE_CONV:
+        return r * s
+    if layer.op == Op.FC:
+        return ins[0].elems
+    if layer.op == Op.MATMUL:
+        return ins[0].c
+    if layer.op == Op.MATMUL_ACT:
+        return ins[0].c // layer.groups
+    return 0
+
+
+def tile_macs(layer: Layer, ins: Sequence[Shape], out: Region) -> int:
+    """MACs to produce output region `out` (0 for vector ops)."""
+    return out.elems(layer.out.c) * reduction_size(layer, ins)
+
+
+def tile_vector_ops(layer: Layer, ins: Sequence[Shape], out: Region) -> int:
+    """Vector-unit operations to produce output region `out` (0 for PE-array ops).
+
+    Counts as the SoMa reference does: a window pool does kernel-area ops per output
+    element, a global pool one op per input element, an n-input element-wise op n ops per
+    output element, softmax / layernorm / GELU one op per element; concat is a layout
+    change and costs nothing.
+    """
+    elems = out.elems(layer.out.c)
+    op = layer.op
+    if op in (Op.MAX_POOL, Op.AVG_POOL):
+        return elems * layer.kernel[0] * layer.kernel[1]
+    if op == Op.GLOBAL_POOL:
+        return out.batch * ins[0].elems
+    if op in (Op.ADD, Op.MUL):
+        return elems * len(ins)
+    if op in (Op.SOFTMAX, Op.LAYERNORM, Op.GELU):
+        return elems
+    return 0
+
+
+def input_region(layer: Layer, index: int, ins: Sequence[Shape], out: Region) -> Region | None:
+    """Region of input `index` that output region `out` reads (None: it reads nothing).
+
+    Sliding windows read their window with halo (clipped to real rows); FC, global pool and
+    the right operand of MATMUL_ACT read whole planes; concat over height reads the slice of
+    the input that falls into `out`; everything else is point-wise in H and W.
+    """
+    src = ins[index]
+    op = layer.op
+    if op in (Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL):
+        h0, h1 = window_input_range(out.h0, out.h1, layer.kernel[0], layer.stride[0],
+                                    layer.padding[0], layer.dilation[0], src.h)
+        w0, w1 = window_input_range(out.w0, out.w1, layer.kernel[1], layer.stride[1],
+                                    layer.padding[1], layer.dilation[1], src.w)
+        return Region(out.b0, out.b1, h0, h1, w0, w1)
+    if op in (Op.FC, Op.GLOBAL_POOL) or (op == Op.MATMUL_ACT and index == 1):
+        return Region(out.b0, out.b1, 0, src.h, 0, src.w)
+    if op == Op.CONCAT and layer.axis == "h":
+        offset = sum(s.h for s in ins[:index])
+        lo, hi = max(out.h0 - offset, 0), min(out.h1 - offset, src.h)
+        if lo >= hi:
+            return None
+        return Region(out.b0, out.b1, lo, hi, out.w0, out.w1)
+    return out

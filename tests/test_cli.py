@@ -1,0 +1,128 @@
+"""The command line: solve -> eval reproduces the same numbers; machine interface; bad
+input gives one line and exit code 2 without partial files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mipsched.cli import app
+
+runner = CliRunner()
+REQUIRED_KEYS = {"latency_cycles", "energy_pj", "edp", "utilization", "peak_buffer_bytes",
+                 "dram_bytes", "total_macs", "weight_bytes", "method", "status"}
+
+
+def run(*args: str):
+    return runner.invoke(app, list(args))
+
+
+@pytest.mark.parametrize(("net", "hw", "batch"), [("chain3", "edge", "1"),
+                                                  ("resnet50", "edge", "1"),
+                                                  ("gpt2_small_decode", "edge", "2")])
+def test_solve_then_eval_reproduces_the_numbers(tmp_path: Path, net: str, hw: str,
+                                                 batch: str) -> None:
+    solved = run("solve", net, "--hw", hw, "--batch", batch, "--out", str(tmp_path), "--json")
+    assert solved.exit_code == 0, solved.output
+    result = json.loads(solved.stdout)
+    assert set(result) >= REQUIRED_KEYS
+    assert result["status"] in ("feasible", "optimal")
+    assert result["lower_bound_cycles"] <= result["latency_cycles"]
+    assert (tmp_path / "schedule.json").is_file()
+    cert = json.loads((tmp_path / "certificate.json").read_text())
+    assert cert["incumbent"]["latency_cycles"] == result["latency_cycles"]
+    assert cert["lower_bound"]["latency_cycles"] == result["lower_bound_cycles"]
+
+    replay = run("eval", str(tmp_path / "schedule.json"), "--json")
+    assert replay.exit_code == 0, replay.output
+    again = json.loads(replay.stdout)
+    for key in ("latency_cycles", "energy_pj", "edp", "utilization", "peak_buffer_bytes",
+                "dram_bytes", "total_macs", "weight_bytes"):
+        assert again[key] == result[key], key
+
+
+def test_human_output_is_a_table(tmp_path: Path) -> None:
+    out = run("solve", "chain3", "--out", str(tmp_path))
+    assert out.exit_code == 0
+    assert "latency_cycles" in out.stdout and "chain3 on edge" in out.stdout
+
+
+def test_infeasible_network_reports_the_layer(tmp_path: Path) -> None:
+    out = run("solve", "vgg16", "--hw", "edge", "--out", str(tmp_path), "--json")
+    assert out.exit_code == 1
+    result = json.loads(out.stdout)
+    assert result["status"] == "infeasible"
+    assert "fc6" in result["reason"]
+    assert not (tmp_path / "schedule.json").exists()
+
+
+def test_zoo_and_hw_json() -> None:
+    zoo = run("zoo", "--json")
+    assert zoo.exit_code == 0
+    rows = json.loads(zoo.stdout)
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["resnet50"]["layers"] == 72
+    assert {"name", "layers", "total_macs", "weight_bytes"} <= set(rows[0])
+    hw = run("hw", "--json")
+    presets = {h["name"]: h for h in json.loads(hw.stdout)}
+    assert presets["edge"]["gbuf"]["capacity_bytes"] == 8 * 2**20
+    assert presets["cloud"]["peak_ops_per_cycle"] == 2 * 65536
+
+
+def _bad(result, needle: str) -> None:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_unknown_network(tmp_path: Path) -> None:
+    _bad(run("solve", "resnet51", "--out", str(tmp_path / "o")), "unknown network 'resnet51'")
+    assert not (tmp_path / "o").exists()
+
+
+def test_unknown_preset(tmp_path: Path) -> None:
+    _bad(run("solve", "chain3", "--hw", "tpu", "--out", str(tmp_path / "o")),
+         "unknown hardware 'tpu'")
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_hardware_yaml_names_the_key(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[1] / "mipsched/hw/presets/edge.yaml").read_text()
+    bad = tmp_path / "hw.yaml"
+    bad.write_text(text.replace("capacity_bytes: 8388608", "capacity_bytes: -1"))
+    _bad(run("solve", "chain3", "--hw", str(bad), "--out", str(tmp_path / "o")),
+         "gbuf.capacity_bytes: must be > 0")
+    bad.write_text(text.replace("lanes: 32", "lanez: 32"))
+    _bad(run("solve", "chain3", "--hw", str(bad), "--out", str(tmp_path / "o")),
+         "core_array.lanez: unknown key")
+
+
+def test_malformed_schedule_json(tmp_path: Path) -> None:
+    good = tmp_path / "good"
+    assert run("solve", "chain3", "--out", str(good)).exit_code == 0
+    path = tmp_path / "s.json"
+    path.write_text("{ not json")
+    _bad(run("eval", str(path)), "invalid JSON at line 1")
+    data = json.loads((good / "schedule.json").read_text())
+    data["lfa"]["order"] = ["conv2", "conv1", "conv3"]
+    path.write_text(json.dumps(data))
+    _bad(run("eval", str(path)), "not topological")
+    data = json.loads((good / "schedule.json").read_text())
+    del data["dlsa"]["living"]
+    path.write_text(json.dumps(data))
+    _bad(run("eval", str(path)), "dlsa: missing key 'living'")
+    data = json.loads((good / "schedule.json").read_text())
+    data["dlsa"]["order"] = data["dlsa"]["order"][::-1]
+    path.write_text(json.dumps(data))
+    result = run("eval", str(path))
+    assert result.exit_code == 2 and ("deadlock" in result.stderr
+                                      or "ordered before" in result.stderr)
+    _bad(run("eval", str(tmp_path / "missing.json")), "cannot read")
+
+
+def test_unknown_method() -> None:
+    _bad(run("solve", "chain3", "--method", "magic"), "unknown method 'magic'")
