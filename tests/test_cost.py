@@ -23,39 +23,10 @@ from mipsched.workload import ops
 from mipsched.workload.graph import NetBuilder, Workload
 from mipsched.workload.layer import Op, Region, full_region
 
-INSTANCES = Path("/work/shared/instances")
-#: The presets round the reference's per-byte SRAM energies to 4 decimals; that alone
-#: moves tile energies by up to ~4e-5 (relative). With the unrounded values the model is
-#: exact to the last bit or two.
-PRESET_REL = 5e-5
-EXACT_REL = 1e-12
-
-
-def reference_energies(hw: Hardware) -> Hardware:
-    """`hw` with the reference's unrounded per-byte energies (main_search.cpp: CACTI
-    table value x 8 bits x 0.6 toggle, x 1.1^(n) for wide or large SRAMs)."""
-    toggle = 8 * 0.6
-    if hw.name == "edge":  # vector 16, lane 32, 8 MiB GBUF
-        al0 = (0.06848125 + 0.1 * 32 / 8, 0.06684375)
-        wl0 = (0.106675, 0.10539375)
-        ol0 = (0.049 * 1.1**2, 0.064 * 1.1**2)
-        big = 1.1**4
-    else:  # cloud: vector 64, lane 64, 32 MiB GBUF
-        al0 = (0.065678125 * 1.1**2 + 0.1 * 64 / 8, 0.0641375 * 1.1**2)
-        wl0 = (0.065678125 * 1.1**2, 0.0641375 * 1.1**2)
-        ol0 = (0.049 * 1.1**4, 0.064 * 1.1**4)
-        big = 1.1**16
-    ca = hw.core_array
-
-    def buf(old, rw):
-        return dataclasses.replace(old, read_pj_per_byte=rw[0] * toggle,
-                                   write_pj_per_byte=rw[1] * toggle)
-
-    ca = dataclasses.replace(ca, al0=buf(ca.al0, al0), wl0=buf(ca.wl0, wl0),
-                             ol0=buf(ca.ol0, ol0),
-                             ol1=buf(ca.ol1, (0.07648125 * big, 0.0989875 * big)))
-    gbuf = buf(hw.gbuf, (0.217125 * big, 0.234025 * big))
-    return dataclasses.replace(hw, core_array=ca, gbuf=gbuf)
+INSTANCES = Path(__file__).resolve().parents[2] / "shared" / "instances"
+#: The presets carry the reference's unrounded per-byte energies: tile energies agree
+#: with the reference to rounding of the decimal constants.
+ENERGY_REL = 1e-9
 
 
 @cache
@@ -81,13 +52,14 @@ def resnet50() -> Workload:
 @cache
 def gpt2_block() -> Workload:
     """GPT-2 small prefill block (12 heads x 64, 512 tokens) in mipsched ops; the
-    reference's per-head K, transposes and K concat are left out."""
+    reference's per-head K transposes and K concat are left out; one 768-wide K
+    projection stands in for its 12 per-head K convs."""
     b = NetBuilder("gpt2-soma")
     x = b.input("input_qkv", 768, 512, 1)
     n1 = b.unary("norm1", x, Op.LAYERNORM)
     b.matmul("attention_K0", n1, 64)
     q = b.matmul("attention_Q", n1, 768)
-    k = b.matmul("attention_K", n1, 768)
+    k = b.matmul("attention_Kfull", n1, 768)
     v = b.matmul("attention_V", n1, 768)
     qk = b.matmul_act("attention_QK", q, k, heads=12, transpose_rhs=True)
     p = b.unary("attention_QK_elt", qk, Op.SOFTMAX)
@@ -143,9 +115,7 @@ def gpt2_tile(name: str) -> Region:
 
 def cost_of(hw: Hardware, wl: Workload, name: str, region: Region) -> TileCost:
     lay = wl.layers[name]
-    ins = wl.in_shapes(name)
-    in_regions = tuple(ops.input_region(lay, i, ins, region) for i in range(len(ins)))
-    return tile_cost(hw, lay, ins, region, in_regions, wl.elem_bytes)
+    return tile_cost(hw, lay, wl.in_shapes(name), region, wl.elem_bytes)
 
 
 CASES = {
@@ -170,22 +140,21 @@ def test_conv1_edge_one_tile():
     assert c.cycles == 76_832 == 1 * 2 * 28 * 28 * 49
     assert c.mapping == "HxW"
     assert c.macs == 64 * 112 * 112 * 3 * 49
-    assert c.energy_pj == pytest.approx(39416159.8962491, rel=PRESET_REL)
+    assert c.energy_pj == pytest.approx(39416159.8962491, rel=ENERGY_REL)
 
 
+@pytest.mark.skipif(not INSTANCES.is_dir(), reason="shared/instances not present")
 @pytest.mark.parametrize("instance", sorted(CASES))
 def test_matches_reference_tiles(instance):
     hw, wl, tile, rows = reference_tiles(instance)
-    exact = reference_energies(hw)
     assert len({name for name, _, _ in rows}) >= 14
     for name, cycles, energy in rows:
         c = cost_of(hw, wl, name, tile(name))
         assert c.cycles == cycles, name
-        assert c.energy_pj == pytest.approx(energy, rel=PRESET_REL), name
-        assert cost_of(exact, wl, name, tile(name)).energy_pj == pytest.approx(
-            energy, rel=EXACT_REL), name
+        assert c.energy_pj == pytest.approx(energy, rel=ENERGY_REL), name
 
 
+@pytest.mark.skipif(not INSTANCES.is_dir(), reason="shared/instances not present")
 def test_resnet_covers_every_reference_tile():
     _, wl, _, rows = reference_tiles("resnet50-edge-b1.json")
     assert len(rows) == 72 == len(wl.layers)

@@ -13,9 +13,12 @@ Model (one group; units: elements (= bytes at INT8), cycles, pJ):
   broadcast between PEs ("kbsd"); activation broadcast ("wbsd"); both; and the weight-L2
   variants ("wl2"), which the reference evaluates although its WL2 has size 0, so they
   cost no energy and are bounded only by the GBUF read bandwidth. It counts AL0 / WL0 /
-  OL0 / OL1 / GBUF accesses (GBUF reads = ifmap rows with halo x refetches + weights;
-  GBUF writes = the ofmap), time = max(compute, ceil(GBUF reads / read bandwidth)), and
-  keeps the least energy x time (the first found on ties).
+  OL0 / OL1 / GBUF accesses, time = max(compute, ceil(GBUF reads / read bandwidth)), and
+  keeps the least energy x time (the first found on ties). GBUF reads = ifmap x its
+  refetches + weights, GBUF writes = the ofmap. Like the reference, the ifmap is sized
+  from the output tile: H + (R - stride) per tile boundary rows (and likewise columns)
+  x C x B, which undercounts the input of strided convolutions (conv1: 112 + 5 per
+  boundary rows instead of 229).
 - Groups (grouped and depthwise convolutions, attention heads) run one after another;
   when a group is narrower than a PE, nDup = min(vec // C, lane // K) groups share it.
   A depthwise conv is a group conv with C = K = 1 per group: min(vec, lane) channels at
@@ -314,11 +317,10 @@ def map_conv(hw: Hardware, sh: ConvShape, elem_bytes: int = 1) -> ArrayCost:
     bw = gbuf.read_bytes_per_cycle
     bus = BUS_BYTES_PER_CYCLE
 
+    unrollings = list(_unrollings(hw, sh, e))
     best: ArrayCost | None = None
     best_edp = float("inf")
-    bound = None
-    for u in _unrollings(hw, sh, e):
-        bound = u.compute if bound is None else min(bound, u.compute)
+    for u in unrollings:
         if u.k1 == 0:
             continue
         for t in _pe_tiles(hw, sh, u, e):
@@ -369,4 +371,4 @@ def map_conv(hw: Hardware, sh: ConvShape, elem_bytes: int = 1) -> ArrayCost:
                     )
     if best is None:
         raise NoMappingError(f"no PE-array mapping of {sh} fits the L0 buffers of '{hw.name}'")
-    return replace(best, bound_cycles=bound * serial)
+    return replace(best, bound_cycles=min(u.compute for u in unrollings) * serial)

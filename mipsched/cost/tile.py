@@ -53,20 +53,20 @@ class TileCost:
 
 
 def tile_cost(hw: Hardware, layer: Layer, in_shapes: tuple[Shape, ...], out_region: Region,
-              in_regions: tuple[Region | None, ...], elem_bytes: int) -> TileCost:
+              elem_bytes: int) -> TileCost:
     """Cost of computing `out_region` (all output channels) of `layer` on `hw`.
 
-    `in_regions` (from `ops.input_region`) names what the tile reads; the reference model
-    derives input traffic from the output tile itself (halo rows included), so the cost
-    depends on `out_region`'s extents only. Equal extents return the identical object.
-    Raises core_array.NoMappingError when no unrolling fits the L0 buffers.
+    As in the reference model, input traffic is sized from the output tile itself (see
+    `core_array`), so the cost depends on `out_region`'s extents only; equal extents
+    return the identical object. Raises core_array.NoMappingError when no unrolling fits
+    the L0 buffers.
     """
     return _tile_cost(hw, layer, in_shapes, out_region[1] - out_region[0],
                       out_region[3] - out_region[2], out_region[5] - out_region[4],
                       elem_bytes)
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=1 << 16)
 def _tile_cost(hw: Hardware, layer: Layer, in_shapes: tuple[Shape, ...], batch: int,
                height: int, width: int, elem_bytes: int) -> TileCost:
     region = Region(0, batch, 0, height, 0, width)

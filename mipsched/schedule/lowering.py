@@ -17,9 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from mipsched.cost import TileCost, tile_cost
+from mipsched.cost import NoMappingError, TileCost, tile_cost
 from mipsched.hw.model import Hardware
-from mipsched.schedule.notation import Lfa
+from mipsched.schedule.notation import Lfa, ScheduleError
 from mipsched.schedule.tile_program import (
     DramTensor,
     TensorKind,
@@ -47,6 +47,7 @@ class Lowerer:
         self.workload = workload
         self.hw = hw
         self._plans: dict[tuple[tuple[str, ...], int], _FlgPlan] = {}
+        self._costs: dict[tuple, TileCost] = {}
         self._layer_index = {n: i for i, n in enumerate(workload.layers)}
 
     def plan(self, layers: tuple[str, ...], tiling: int) -> _FlgPlan:
@@ -54,18 +55,28 @@ class Lowerer:
         plan = self._plans.get(key)
         if plan is None:
             tiles = tile_flg(self.workload, layers, tiling)
-            costs = {n: [self._cost(n, r, rd) for r, rd in
-                         zip(tiles.produced[n], tiles.reads[n], strict=True)]
-                     for n in layers}
+            costs = {n: [self._cost(n, r) for r in tiles.produced[n]] for n in layers}
             plan = self._plans[key] = _FlgPlan(tiles, costs)
         return plan
 
-    def _cost(self, name: str, region: Region | None, reads: tuple) -> TileCost | None:
+    def _cost(self, name: str, region: Region | None) -> TileCost | None:
+        """Tile cost, memoised here on what it depends on: the layer and the extents of
+        its output region (hardware and workload are fixed per Lowerer)."""
         if region is None:
             return None
-        wl = self.workload
-        return tile_cost(self.hw, wl.layers[name], wl.in_shapes(name), region, reads,
-                         wl.elem_bytes)
+        key = (name, region.batch, region.height, region.width)
+        cost = self._costs.get(key)
+        if cost is None:
+            wl = self.workload
+            try:
+                cost = tile_cost(self.hw, wl.layers[name], wl.in_shapes(name), region,
+                                 wl.elem_bytes)
+            except NoMappingError as err:
+                raise ScheduleError(f"layer '{name}': a tile of {region.batch} x "
+                                    f"{region.height} x {region.width} cannot be mapped: "
+                                    f"{err}") from None
+            self._costs[key] = cost
+        return cost
 
     def lower(self, lfa: Lfa, check: bool = True) -> TileProgram:
         """The tile program of `lfa`; with `check`, the LFA is validated first."""

@@ -9,6 +9,7 @@ precedence, plus optional `workload` totals that instances from elsewhere may om
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ class TensorKind(StrEnum):
     STORE_OFMAP = "store_ofmap"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Tile:
     """One compute step: tile `tile` of layer `layer`, at position `pos`."""
 
@@ -42,7 +43,7 @@ class Tile:
     """Index of the tile's layer-fusion group (LG), when known (optional in files)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DramTensor:
     """One DRAM transfer. Loads: Start in `start_range`, End fixed at last_use + 1.
     Stores: Start fixed at the producer tile, End in `end_range` (hi = no deadline)."""
@@ -161,7 +162,7 @@ class TileProgram:
                          "buffer_capacity_bytes": self.buffer_capacity_bytes,
                          "dram_energy_pj_per_byte": self.dram_energy_pj_per_byte,
                          "static_pj_per_cycle": self.static_pj_per_cycle},
-            "tiles": [t.__dict__ for t in self.tiles],
+            "tiles": [dataclasses.asdict(t) for t in self.tiles],
             "onchip_bytes": {"before_first_tile": self.onchip_before_first_tile,
                              "per_tile": list(self.onchip_per_tile)},
             "dram_tensors": tensors,
@@ -170,7 +171,7 @@ class TileProgram:
             "energy_pj": self.energy_pj,
         }
         if self.totals is not None:
-            out["workload"] = dict(self.totals.__dict__)
+            out["workload"] = dataclasses.asdict(self.totals)
         for key, (dlsa, latency, peak) in self.solutions.items():
             out[key] = {**dlsa.to_json(), "latency_cycles": latency, "max_buffer_bytes": peak}
         return out

@@ -37,6 +37,7 @@ class Workload:
     elem_bytes: int = 1
     graph: nx.DiGraph = field(init=False, repr=False)
     _consumers: dict[str, list[str]] = field(init=False, repr=False)
+    _in_shapes: dict[str, tuple[Shape, ...]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.graph = nx.DiGraph()
@@ -50,6 +51,7 @@ class Workload:
                 raise WorkloadError(f"'{name}' is both a network input and a layer")
         seen: set[str] = set(self.inputs)
         self._consumers = {}
+        self._in_shapes = {}
         for layer in self.layers.values():
             for src in layer.inputs:
                 if src not in seen:
@@ -61,7 +63,8 @@ class Workload:
                 if layer.name not in users:
                     users.append(layer.name)
             seen.add(layer.name)
-            expected = ops.infer_out_shape(layer, self.in_shapes(layer.name))
+            self._in_shapes[layer.name] = tuple(self.shape_of(s) for s in layer.inputs)
+            expected = ops.infer_out_shape(layer, self._in_shapes[layer.name])
             if expected != layer.out:
                 raise WorkloadError(
                     f"layer '{layer.name}': output shape {tuple(layer.out)} does not match "
@@ -83,7 +86,8 @@ class Workload:
         return self.layers[tensor].out
 
     def in_shapes(self, layer: str) -> tuple[Shape, ...]:
-        return tuple(self.shape_of(src) for src in self.layers[layer].inputs)
+        """Per-sample shapes of the layer's inputs, in operand order."""
+        return self._in_shapes[layer]
 
     # --- per-layer totals ------------------------------------------------------------------
     def macs(self, layer: str) -> int:
