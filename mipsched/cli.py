@@ -27,7 +27,7 @@ from mipsched.schedule.schedule_file import (
     save_schedule,
 )
 from mipsched.schedule.tile_program import TileProgram, read_json, write_json_atomic
-from mipsched.schedule.validity import check_buffer
+from mipsched.schedule.validity import overflow_message
 from mipsched.solve import METHODS, certificate_json, evaluation_json, outcome_json, solve
 from mipsched.workload import zoo
 from mipsched.workload.resolve import resolve_network
@@ -83,7 +83,8 @@ def solve_cmd(
                                     "[default: out/NET-HW-bBATCH]."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
 ) -> None:
-    """Schedule NET on a hardware; write schedule.json and certificate.json into --out."""
+    """Schedule NET on a hardware; write schedule.json, certificate.json and the tile
+    program (program.json, the dlsa-instance format) into --out."""
 
     def body() -> int:
         if method not in METHODS:
@@ -98,6 +99,13 @@ def solve_cmd(
             c = outcome.candidate
             save_schedule(out_dir / "schedule.json", workload, hardware, c.lfa, c.dlsa,
                           c.program.tensors, method, result)
+            # the baseline's DLSA is the default (double-buffered) one
+            c.program.solutions["default"] = (c.dlsa, c.evaluation.latency_cycles,
+                                              c.evaluation.peak_buffer_bytes)
+            c.program.save(out_dir / "program.json")
+        else:
+            for stale in ("schedule.json", "program.json"):
+                (out_dir / stale).unlink(missing_ok=True)
         write_json_atomic(out_dir / "certificate.json",
                           certificate_json(outcome, workload, hardware))
         if as_json:
@@ -153,10 +161,7 @@ def eval_cmd(
             result.update(total_macs=program.totals.total_macs,
                           weight_bytes=program.totals.weight_bytes)
         if not ev.fits:
-            try:
-                check_buffer(program, dlsa, buffer_profile(program, dlsa))
-            except InputError as err:
-                result["reason"] = str(err)
+            result["reason"] = overflow_message(program, dlsa, buffer_profile(program, dlsa))
         if as_json:
             _emit_json(result)
         else:

@@ -36,12 +36,13 @@ def test_solve_then_eval_reproduces_the_numbers(tmp_path: Path, net: str, hw: st
     assert cert["incumbent"]["latency_cycles"] == result["latency_cycles"]
     assert cert["lower_bound"]["latency_cycles"] == result["lower_bound_cycles"]
 
-    replay = run("eval", str(tmp_path / "schedule.json"), "--json")
-    assert replay.exit_code == 0, replay.output
-    again = json.loads(replay.stdout)
-    for key in ("latency_cycles", "energy_pj", "edp", "utilization", "peak_buffer_bytes",
-                "dram_bytes", "total_macs", "weight_bytes"):
-        assert again[key] == result[key], key
+    for replayed in ("schedule.json", "program.json"):
+        replay = run("eval", str(tmp_path / replayed), "--json")
+        assert replay.exit_code == 0, replay.output
+        again = json.loads(replay.stdout)
+        for key in ("latency_cycles", "energy_pj", "edp", "utilization", "peak_buffer_bytes",
+                    "dram_bytes", "total_macs", "weight_bytes"):
+            assert again[key] == result[key], (replayed, key)
 
 
 def test_human_output_is_a_table(tmp_path: Path) -> None:

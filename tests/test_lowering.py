@@ -127,3 +127,27 @@ def test_unfused_resnet50_default_schedule_fits_and_counts_every_weight() -> Non
     ev = evaluate(prog, default_dlsa(prog))
     assert ev.fits
     assert ev.latency_cycles >= max(prog.compute_cycles, prog.dram_cycles)
+
+
+@pytest.mark.parametrize(("t_producer", "t_consumer"), [(4, 2), (2, 4), (3, 4), (16, 1)])
+def test_precedence_links_each_load_to_exactly_the_stores_it_reads(
+        t_producer: int, t_consumer: int) -> None:
+    """Brute force: a load of conv1's ofmap must follow every store whose share of the
+    ofmap intersects the region the load reads (halo included), and no other."""
+    wl = zoo.get("chain3")
+    order = ("conv1", "conv2", "conv3")
+    prog = lower(wl, EDGE, Lfa(order, (1,), (t_producer, t_consumer), (1,)))
+    producer = tile_flg(wl, ("conv1",), t_producer)
+    consumer = tile_flg(wl, ("conv2", "conv3"), t_consumer)
+    stores = [t for t in prog.tensors if t.layer == "conv1" and t.kind == TensorKind.STORE_OFMAP]
+    loads = [t for t in prog.tensors if t.layer == "conv2" and t.kind == TensorKind.LOAD_IFMAP]
+    expected = set()
+    for load in loads:
+        (read,) = consumer.reads["conv2"][load.tile]
+        for store in stores:
+            share = producer.share["conv1"][store.tile]
+            if (share.h0 < read.h1 and read.h0 < share.h1 and share.w0 < read.w1
+                    and read.w0 < share.w1):
+                expected.add((store.id, load.id))
+    assert set(prog.precedence) == expected
+    assert len(stores) == t_producer and len(loads) == t_consumer

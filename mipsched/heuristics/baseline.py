@@ -10,9 +10,9 @@ from mipsched.evaluate import Evaluation, buffer_profile, evaluate
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
-from mipsched.schedule.tile_program import TileProgram
+from mipsched.schedule.tile_program import TensorKind, TileProgram
 from mipsched.schedule.tiling import choose_grid
-from mipsched.schedule.validity import check_buffer
+from mipsched.schedule.validity import overflow_message
 
 
 class InfeasibleError(InputError):
@@ -49,11 +49,12 @@ def unfused_baseline(lowerer: Lowerer) -> Candidate:
         ev = evaluate(program, dlsa)
         if ev.fits:
             return Candidate(lfa, program, dlsa, ev)
-        t = max(ev.overflow.tile, 0)
-        suspects = [program.tiles[t].layer] + [
-            tn.layer for tn, (s, e) in zip(program.tensors, dlsa.living, strict=True)
-            if s <= t < e]
-        for name in dict.fromkeys(suspects):
+        t = ev.overflow.tile
+        live: dict[str, int] = {}  # bytes that finer tiling can shrink, per layer
+        for tn, (s, e) in zip(program.tensors, dlsa.living, strict=True):
+            if s <= t < e and tn.kind != TensorKind.LOAD_WEIGHT:
+                live[tn.layer] = live.get(tn.layer, 0) + tn.bytes
+        for name in sorted(live, key=live.__getitem__, reverse=True):
             k = index[name]
             finer = tiling[k] * 2
             try:
@@ -63,7 +64,5 @@ def unfused_baseline(lowerer: Lowerer) -> Candidate:
             tiling[k] = finer
             break
         else:
-            try:
-                check_buffer(program, dlsa, buffer_profile(program, dlsa))
-            except ScheduleError as err:
-                raise InfeasibleError(f"no unfused tiling fits: {err}") from None
+            message = overflow_message(program, dlsa, buffer_profile(program, dlsa))
+            raise InfeasibleError(f"no unfused tiling fits: {message}")

@@ -113,7 +113,7 @@ class Lowerer:
         bpc = self.hw.dram.bytes_per_cycle
         tensors: list[DramTensor] = []
         precedence: list[tuple[int, int]] = []
-        stores_of: dict[str, list[tuple[int, Region]]] = {n: [] for n in stored}
+        stores_of: dict[str, list[int]] = {n: [] for n in stored}  # store ids by tile index
 
         def add(kind: TensorKind, layer: str, tile: int | None, size: int, **kw) -> int:
             tid = len(tensors)
@@ -132,8 +132,12 @@ class Lowerer:
                 size = region.elems(wl.shape_of(src).c) * eb
                 tid = add(TensorKind.LOAD_IFMAP, name, i, size, first_use=p, last_use=p,
                           lo=-1, hi=p)
-                precedence.extend((sid, tid) for sid, share in stores_of.get(src, ())
-                                  if _overlaps(share, region))
+                if src in stores_of:
+                    src_plan = plans[flg_of[src]]
+                    shape = wl.layers[src].out
+                    precedence.extend(
+                        (stores_of[src][k], tid) for k in src_plan.tiles.grid.overlapping(
+                            region, wl.batch, shape.h, shape.w))
             if layer.has_weights and i == 0:
                 first, last = pos[name][0], pos[name][-1]
                 add(TensorKind.LOAD_WEIGHT, name, None, wl.weight_bytes(name),
@@ -142,7 +146,7 @@ class Lowerer:
                 share = plan.tiles.share[name][i]
                 sid = add(TensorKind.STORE_OFMAP, name, i, share.elems(layer.out.c) * eb,
                           producer=p, lo=p + 1, hi=n_tiles)
-                stores_of[name].append((sid, share))
+                stores_of[name].append(sid)
 
         onchip = self._onchip_bytes(flgs, plans, pos, lg_of, n_tiles)
         totals = WorkloadTotals(wl.name, wl.batch, wl.total_macs, wl.total_ops,
@@ -200,11 +204,6 @@ class Lowerer:
             running += diff[p]
             out[p] = running
         return out
-
-
-def _overlaps(a: Region, b: Region) -> bool:
-    return (a.b0 < b.b1 and b.b0 < a.b1 and a.h0 < b.h1 and b.h0 < a.h1
-            and a.w0 < b.w1 and b.w0 < a.w1)
 
 
 def lower(workload: Workload, hw: Hardware, lfa: Lfa) -> TileProgram:

@@ -40,8 +40,32 @@ class TileGrid:
                       _cut(w, self.w_parts, iw), _cut(w, self.w_parts, iw + 1))
 
 
+    def overlapping(self, region: Region, batch: int, h: int, w: int) -> list[int]:
+        """Indices of the parts of an even (batch, h, w) split that intersect `region`."""
+        hw_parts = self.h_parts * self.w_parts
+        return [ib * hw_parts + ih * self.w_parts + iw
+                for ib in _parts_hit(batch, self.batch_parts, region.b0, region.b1)
+                for ih in _parts_hit(h, self.h_parts, region.h0, region.h1)
+                for iw in _parts_hit(w, self.w_parts, region.w0, region.w1)]
+
+
 def _cut(size: int, parts: int, k: int) -> int:
     return k * size // parts
+
+
+def _part_of(size: int, parts: int, x: int) -> int:
+    """The part of an even split of `size` that holds element x."""
+    k = min(x * parts // size, parts - 1)
+    while _cut(size, parts, k) > x:
+        k -= 1
+    while _cut(size, parts, k + 1) <= x:
+        k += 1
+    return k
+
+
+def _parts_hit(size: int, parts: int, lo: int, hi: int) -> range:
+    """Parts of an even split of `size` that intersect [lo, hi) (non-empty)."""
+    return range(_part_of(size, parts, lo), _part_of(size, parts, hi - 1) + 1)
 
 
 def choose_grid(workload: Workload, layers: tuple[str, ...], tiling: int) -> TileGrid:

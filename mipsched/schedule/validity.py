@@ -80,24 +80,31 @@ def check_dlsa_structure(program: TileProgram, dlsa: Dlsa) -> None:
 
 
 def check_buffer(program: TileProgram, dlsa: Dlsa, occupancy: list[int]) -> None:
-    """Raises ScheduleError at the first tile whose occupancy exceeds the capacity, naming
-    by how many bytes and the live tensors by size. `occupancy` is indexed t + 1."""
+    """Raises ScheduleError at the first tile whose occupancy exceeds the capacity."""
+    message = overflow_message(program, dlsa, occupancy)
+    if message is not None:
+        raise ScheduleError(message)
+
+
+def overflow_message(program: TileProgram, dlsa: Dlsa, occupancy: list[int]) -> str | None:
+    """Describes the first tile whose occupancy (indexed t + 1) exceeds the capacity: by
+    how many bytes, and the live tensors by size. None when everything fits."""
     cap = program.buffer_capacity_bytes
-    for k, used in enumerate(occupancy):
-        if used <= cap:
-            continue
-        t = k - 1
-        live = sorted(((tn.bytes, tn) for tn, (s, e) in zip(program.tensors, dlsa.living,
-                                                               strict=True) if s <= t < e),
-                      key=lambda x: -x[0])
-        onchip = program.onchip_before_first_tile if t < 0 else program.onchip_per_tile[t]
-        where = "before the first tile" if t < 0 else (
-            f"at tile {t} ({program.tiles[t].layer} #{program.tiles[t].tile})")
-        parts = [f"on-chip fmaps {onchip} B"] + [f"{describe_tensor(tn)} {b} B"
-                                                  for b, tn in live[:5]]
-        more = f" and {len(live) - 5} more" if len(live) > 5 else ""
-        raise ScheduleError(f"buffer overflow {where}: {used} B > capacity {cap} B by "
-                            f"{used - cap} B; live: {', '.join(parts)}{more}")
+    k = next((k for k, used in enumerate(occupancy) if used > cap), None)
+    if k is None:
+        return None
+    used, t = occupancy[k], k - 1
+    live = sorted(((tn.bytes, tn) for tn, (s, e) in zip(program.tensors, dlsa.living,
+                                                           strict=True) if s <= t < e),
+                  key=lambda x: -x[0])
+    onchip = program.onchip_before_first_tile if t < 0 else program.onchip_per_tile[t]
+    where = "before the first tile" if t < 0 else (
+        f"at tile {t} ({program.tiles[t].layer} #{program.tiles[t].tile})")
+    parts = [f"on-chip fmaps {onchip} B"] + [f"{describe_tensor(tn)} {b} B"
+                                              for b, tn in live[:5]]
+    more = f" and {len(live) - 5} more" if len(live) > 5 else ""
+    return (f"buffer overflow {where}: {used} B > capacity {cap} B by {used - cap} B; "
+            f"live: {', '.join(parts)}{more}")
 
 
 def describe_tensor(t: DramTensor) -> str:
