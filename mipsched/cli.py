@@ -5,6 +5,7 @@ With `--json`, stdout carries only JSON (DESIGN §5, a public contract)."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +34,7 @@ from mipsched.workload import zoo
 from mipsched.workload.resolve import resolve_network
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  pretty_exceptions_show_locals=False,
                   help="Schedule DNN workloads on an accelerator and certify the result.")
 console = Console()
 
@@ -40,15 +42,41 @@ EXIT_BAD_INPUT = 2
 EXIT_NO_SCHEDULE = 1
 
 
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: like `app`, but a usage error (unknown option, bad number)
+    is one line on stderr with exit code 2, like every other bad input."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        code = app(args=args or ["--help"], standalone_mode=False)
+    except typer.Abort:
+        code = 130
+    except typer.TyperException as err:
+        message = err.format_message() if hasattr(err, "format_message") else str(err)
+        print(f"mipsched: error: {' '.join(message.split())}", file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str) -> None:
+    print(f"mipsched: error: {' '.join(message.split())}", file=sys.stderr)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
 def _run(body: Callable[[], int | None]) -> None:
     """Runs a command body, turning bad input into one stderr line and exit code 2."""
     try:
         code = body()
     except InputError as err:
-        print(f"mipsched: error: {err}", file=sys.stderr)
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        _fail(str(err))
+    except OSError as err:
+        _fail(f"{err.filename or ''}: {err.strerror or err}")
     if code:
         raise typer.Exit(code)
+
+
+def _safe(name: str) -> str:
+    """A single, harmless path component made of `name`."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "run"
 
 
 def _emit_json(obj: Any) -> None:
@@ -75,10 +103,12 @@ def solve_cmd(
     net: str = typer.Argument(..., help="Zoo network name (see `mipsched zoo`)."),
     hw: str = typer.Option("edge", "--hw", help="Hardware preset name or YAML file."),
     batch: int = typer.Option(1, "--batch", min=1, help="Batch size."),
+    elem_bytes: int = typer.Option(1, "--elem-bytes", min=1,
+                                   help="Bytes per element (1 = INT8)."),
     method: str = typer.Option("baseline", "--method", help="Scheduling method: "
                                + ", ".join(METHODS)),
     seed: int = typer.Option(0, "--seed", help="Random seed (recorded in the certificate)."),
-    time_limit: float | None = typer.Option(None, "--time-limit", help="Seconds."),
+    time_limit: float | None = typer.Option(None, "--time-limit", min=0.0, help="Seconds."),
     out: Path | None = typer.Option(None, "--out", help="Output directory "
                                     "[default: out/NET-HW-bBATCH]."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
@@ -87,12 +117,10 @@ def solve_cmd(
     program (program.json, the dlsa-instance format) into --out."""
 
     def body() -> int:
-        if method not in METHODS:
-            raise InputError(f"unknown method '{method}' (available: {', '.join(METHODS)})")
-        workload = resolve_network(net, batch)
+        workload = resolve_network(net, batch, elem_bytes)
         hardware = load_hardware(hw)
         outcome = solve(workload, hardware, method, seed, time_limit)
-        out_dir = out or Path("out") / f"{workload.name}-{hardware.name}-b{batch}"
+        out_dir = out or Path("out") / _safe(f"{workload.name}-{hardware.name}-b{batch}")
         out_dir.mkdir(parents=True, exist_ok=True)
         result = outcome_json(outcome, workload)
         if outcome.candidate is not None:
@@ -136,6 +164,9 @@ def eval_cmd(
         data = read_json(file)
         workload = None
         if is_schedule(data):
+            if solution is not None:
+                raise InputError(f"{file}: --solution applies to tile-program instances, "
+                                 "not to a schedule.json")
             sched = parse_schedule(data, str(file))
             workload = sched.workload
             program = lower(workload, sched.hw, sched.lfa)

@@ -44,7 +44,8 @@ class Evaluation:
     edp: float
     """energy_pj x latency_cycles (pJ x cycles)."""
     utilization: float | None
-    """Total ops / (peak ops per cycle x latency); None when the program has no totals."""
+    """Network ops (2 per MAC) / (peak ops per cycle (2 per MAC unit) x latency), SoMa
+    Fig. 6; None when the program carries no workload totals."""
     peak_buffer_bytes: int
     avg_buffer_bytes: float
     """Buffer occupancy weighted by tile compute time (SoMa Fig. 6)."""
@@ -72,6 +73,12 @@ class Timeline:
     tile_end: list[int]
     transfer_start: list[int]
     transfer_end: list[int]
+
+    @property
+    def makespan(self) -> int:
+        """When the last tile and the last transfer are done."""
+        return max(self.tile_end[-1] if self.tile_end else 0,
+                   max(self.transfer_end, default=0))
 
 
 def timeline(program: TileProgram, dlsa: Dlsa) -> Timeline:
@@ -131,9 +138,7 @@ def timeline(program: TileProgram, dlsa: Dlsa) -> Timeline:
 
 def latency(program: TileProgram, dlsa: Dlsa) -> int:
     """Latency in cycles (the hot path of DLSA search)."""
-    tl = timeline(program, dlsa)
-    last_tile = tl.tile_end[-1] if tl.tile_end else 0
-    return max(last_tile, max(tl.transfer_end, default=0))
+    return timeline(program, dlsa).makespan
 
 
 def buffer_profile(program: TileProgram, dlsa: Dlsa) -> list[int]:
@@ -158,8 +163,7 @@ def evaluate(program: TileProgram, dlsa: Dlsa, check: bool = True) -> Evaluation
     permutation, living durations in range, store->load precedence) is validated first."""
     if check:
         check_dlsa_structure(program, dlsa)
-    tl = timeline(program, dlsa)
-    lat = max(tl.tile_end[-1] if tl.tile_end else 0, max(tl.transfer_end, default=0))
+    lat = latency(program, dlsa)
     occupancy = buffer_profile(program, dlsa)
     peak = max(occupancy)
     overflow = None

@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation
 from mipsched.formulations.bounds import LatencyBound, compulsory_bound
 from mipsched.heuristics.baseline import Candidate, InfeasibleError, unfused_baseline
@@ -41,7 +42,7 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
           time_limit: float | None = None) -> SolveOutcome:
     """Runs `method` on the workload; never returns a schedule that overflows."""
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}")
+        raise InputError(f"unknown method '{method}' (available: {', '.join(METHODS)})")
     started = time.perf_counter()
     bound = compulsory_bound(workload, hw)
     try:

@@ -7,6 +7,7 @@ reported with the dotted path of the field (``gbuf.capacity_bytes: must be > 0``
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from typing import Any, TypeVar
@@ -79,13 +80,12 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
             raise ConfigError(f"{path}: expected an integer, got {value!r}")
         return value
     if tp is float:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{path}: expected a number, got {value!r}")
+        if (isinstance(value, bool) or not isinstance(value, int | float)
+                or not math.isfinite(value)):
+            raise ConfigError(f"{path}: expected a finite number, got {value!r}")
         return float(value)
     if tp is str:
         if not isinstance(value, str):

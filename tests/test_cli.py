@@ -115,7 +115,7 @@ def test_malformed_schedule_json(tmp_path: Path) -> None:
     data = json.loads((good / "schedule.json").read_text())
     del data["dlsa"]["living"]
     path.write_text(json.dumps(data))
-    _bad(run("eval", str(path)), "dlsa: missing key 'living'")
+    _bad(run("eval", str(path)), "dlsa.living: missing key")
     data = json.loads((good / "schedule.json").read_text())
     data["dlsa"]["order"] = data["dlsa"]["order"][::-1]
     path.write_text(json.dumps(data))
@@ -127,3 +127,13 @@ def test_malformed_schedule_json(tmp_path: Path) -> None:
 
 def test_unknown_method() -> None:
     _bad(run("solve", "chain3", "--method", "magic"), "unknown method 'magic'")
+
+
+def test_element_size_doubles_traffic_and_round_trips(tmp_path: Path) -> None:
+    int8 = json.loads(run("solve", "chain5", "--out", str(tmp_path / "a"), "--json").stdout)
+    int16 = json.loads(run("solve", "chain5", "--elem-bytes", "2", "--out",
+                           str(tmp_path / "b"), "--json").stdout)
+    assert int16["weight_bytes"] == 2 * int8["weight_bytes"]
+    assert int16["dram_bytes"] >= 2 * int8["dram_bytes"] * 0.99
+    again = json.loads(run("eval", str(tmp_path / "b" / "schedule.json"), "--json").stdout)
+    assert again["latency_cycles"] == int16["latency_cycles"]

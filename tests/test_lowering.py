@@ -75,16 +75,22 @@ def test_dram_cut_creates_store_load_pair_with_precedence() -> None:
     assert max(fused.onchip_per_tile) > max(cut.onchip_per_tile)
 
 
-def test_fls_inside_an_lg_aggregates_the_ofmap_on_chip() -> None:
+def test_flc_inside_an_lg_aggregates_the_ofmap_on_chip() -> None:
+    """FLC after conv1, no DRAM cut: conv1's whole ofmap stays on chip from its tile
+    until conv2's last tile, and is never stored. Exact bytes per tile."""
     wl = zoo.get("chain3")
-    # FLC after conv1 but no DRAM cut: conv1's whole ofmap stays on chip until conv2's
-    # last tile; no DRAM tensor for it.
     prog = lower(wl, EDGE, Lfa(("conv1", "conv2", "conv3"), (1,), (1, 4), ()))
     assert not any(t.layer == "conv1" and t.kind == TensorKind.STORE_OFMAP
                    for t in prog.tensors)
-    ofmap = 32 * 56 * 56
-    assert prog.onchip_per_tile[0] == ofmap
-    assert all(b >= ofmap for b in prog.onchip_per_tile[1:-2])
+    tiles = tile_flg(wl, ("conv2", "conv3"), 4)
+    conv1 = 32 * 56 * 56
+    expected = [conv1]
+    for i in range(4):
+        conv2_tile = tiles.produced["conv2"][i].elems(32)  # lives until conv3 tile i
+        expected += [conv1 + conv2_tile, conv1 + conv2_tile]
+    expected[-1] -= conv1  # conv3 #3 runs after conv2's last tile: conv1 is freed
+    expected[-2] = conv1 + tiles.produced["conv2"][3].elems(32)
+    assert prog.onchip_per_tile == expected
     assert prog.n_tiles == 1 + 4 * 2
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -56,13 +57,21 @@ def test_random_schedules_respect_basic_laws(workload, seed, hw) -> None:
                   if s <= t < e)
             for t in range(-1, program.n_tiles))
         assert ev.peak_buffer_bytes == direct
+        assert ev.fits == (direct <= hw.gbuf.capacity_bytes)
         try:
             check_buffer(program, d, buffer_profile(program, d))
-            assert ev.fits and ev.peak_buffer_bytes <= hw.gbuf.capacity_bytes
+            assert direct <= hw.gbuf.capacity_bytes
         except ScheduleError:
-            assert not ev.fits
-    # energy does not depend on the DLSA
-    assert len({round(ev.energy_pj, 3) for ev in evaluations}) == 1
+            assert direct > hw.gbuf.capacity_bytes
+    # energy does not depend on the DLSA: with static power, it is the dynamic part plus
+    # static power x latency, exactly
+    static = dataclasses.replace(program, static_pj_per_cycle=3.0)
+    for d, ev in zip(dlsas, evaluations, strict=True):
+        assert ev.energy_pj == pytest.approx(program.energy_pj, rel=1e-12)
+        with_static = evaluate(static, d)
+        assert with_static.energy_pj == pytest.approx(
+            program.energy_pj + 3.0 * ev.latency_cycles, rel=1e-12)
+        assert with_static.latency_cycles == ev.latency_cycles
 
 
 @settings(max_examples=60, deadline=None)

@@ -31,14 +31,18 @@ def load_hardware(name_or_path: str) -> Hardware:
                 f"unknown hardware '{name_or_path}': not a preset ({', '.join(PRESETS)}) "
                 "and not a file"
             )
-        text = path.read_text()
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise strict.ConfigError(f"{path}: cannot read as text ({err})") from None
         source = str(path)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
-        raise strict.ConfigError(f"{source}:{line} invalid YAML ({err})") from None
+        problem = getattr(err, "problem", None) or "syntax error"
+        raise strict.ConfigError(f"{source}:{line} invalid YAML: {problem}") from None
     try:
         return strict.build(Hardware, data)
     except strict.ConfigError as err:

@@ -3,8 +3,9 @@
 An ifmap load lives (p-1, p+1) around its consuming tile p, a weight (first-1, last+1), a
 stored ofmap (p, p+2), or (p, p+1) when p is the last tile of its LG (the next LG may
 read it at once); all clamped to the allowed ranges. DRAM order: sorted by Start, weights
-before other tensors, then End (then id). Reproduces the `default` solutions of the SoMa
-reference instances exactly.
+before other tensors, then End (then id). On the SoMa reference instances it reproduces
+the `default` order exactly, and every living duration except stores at the end of an LG:
+instances carry no LG ids, so there (p, p+2) is used where the reference has (p, p+1).
 """
 
 from __future__ import annotations

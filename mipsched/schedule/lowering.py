@@ -27,7 +27,7 @@ from mipsched.schedule.tile_program import (
     TileProgram,
     WorkloadTotals,
 )
-from mipsched.schedule.tiling import FlgTiles, tile_flg
+from mipsched.schedule.tiling import FlgTiles, TileGrid, tile_flg
 from mipsched.schedule.validity import check_lfa
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Region
@@ -48,6 +48,7 @@ class Lowerer:
         self.hw = hw
         self._plans: dict[tuple[tuple[str, ...], int], _FlgPlan] = {}
         self._costs: dict[tuple, TileCost] = {}
+        self._overlaps: dict[tuple[str, TileGrid, Region], list[int]] = {}
         self._layer_index = {n: i for i, n in enumerate(workload.layers)}
 
     def plan(self, layers: tuple[str, ...], tiling: int) -> _FlgPlan:
@@ -77,6 +78,16 @@ class Lowerer:
                                     f"{err}") from None
             self._costs[key] = cost
         return cost
+
+    def _stores_read(self, src: str, grid: TileGrid, region: Region) -> list[int]:
+        """Tile indices of `src` (tiled by `grid`) whose stored share `region` reads."""
+        key = (src, grid, region)
+        hit = self._overlaps.get(key)
+        if hit is None:
+            shape = self.workload.layers[src].out
+            hit = self._overlaps[key] = grid.overlapping(region, self.workload.batch,
+                                                         shape.h, shape.w)
+        return hit
 
     def lower(self, lfa: Lfa, check: bool = True) -> TileProgram:
         """The tile program of `lfa`; with `check`, the LFA is validated first."""
@@ -133,11 +144,9 @@ class Lowerer:
                 tid = add(TensorKind.LOAD_IFMAP, name, i, size, first_use=p, last_use=p,
                           lo=-1, hi=p)
                 if src in stores_of:
-                    src_plan = plans[flg_of[src]]
-                    shape = wl.layers[src].out
-                    precedence.extend(
-                        (stores_of[src][k], tid) for k in src_plan.tiles.grid.overlapping(
-                            region, wl.batch, shape.h, shape.w))
+                    src_ids = stores_of[src]
+                    precedence.extend((src_ids[k], tid) for k in self._stores_read(
+                        src, plans[flg_of[src]].tiles.grid, region))
             if layer.has_weights and i == 0:
                 first, last = pos[name][0], pos[name][-1]
                 add(TensorKind.LOAD_WEIGHT, name, None, wl.weight_bytes(name),

@@ -11,8 +11,10 @@ order[k], so valid cuts lie in 1..len(order)-1.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mipsched.errors import InputError
+from mipsched.jsonread import JsonObject, as_int
 
 
 class ScheduleError(InputError):
@@ -47,15 +49,14 @@ class Lfa:
                 "dram_cuts": list(self.dram_cuts)}
 
     @staticmethod
-    def from_json(data: dict) -> Lfa:
-        try:
-            return Lfa(tuple(str(x) for x in data["order"]), tuple(int(x) for x in data["flc"]),
-                       tuple(int(x) for x in data["tiling"]),
-                       tuple(int(x) for x in data["dram_cuts"]))
-        except KeyError as err:
-            raise ScheduleError(f"lfa: missing key {err.args[0]!r}") from None
-        except (TypeError, ValueError) as err:
-            raise ScheduleError(f"lfa: malformed value ({err})") from None
+    def from_json(data: Any, path: str = "lfa") -> Lfa:
+        obj = JsonObject(data, path)
+        order = obj.list("order")
+        for k, name in enumerate(order):
+            if not isinstance(name, str):
+                raise ScheduleError(f"{path}.order[{k}]: expected a layer name, got {name!r}")
+        return Lfa(tuple(order), tuple(obj.int_list("flc")), tuple(obj.int_list("tiling")),
+                   tuple(obj.int_list("dram_cuts")))
 
     @staticmethod
     def unfused(order: tuple[str, ...], tiling: int = 1) -> Lfa:
@@ -77,11 +78,12 @@ class Dlsa:
         return {"order": list(self.order), "living": [list(x) for x in self.living]}
 
     @staticmethod
-    def from_json(data: dict) -> Dlsa:
-        try:
-            return Dlsa(tuple(int(x) for x in data["order"]),
-                        tuple((int(s), int(e)) for s, e in data["living"]))
-        except KeyError as err:
-            raise ScheduleError(f"dlsa: missing key {err.args[0]!r}") from None
-        except (TypeError, ValueError) as err:
-            raise ScheduleError(f"dlsa: malformed value ({err})") from None
+    def from_json(data: Any, path: str = "dlsa") -> Dlsa:
+        obj = JsonObject(data, path)
+        living = []
+        for k, pair in enumerate(obj.list("living")):
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise ScheduleError(f"{path}.living[{k}]: expected a [Start, End] pair")
+            living.append((as_int(pair[0], f"{path}.living[{k}]"),
+                           as_int(pair[1], f"{path}.living[{k}]")))
+        return Dlsa(tuple(obj.int_list("order")), tuple(living))

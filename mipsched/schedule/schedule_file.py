@@ -14,6 +14,7 @@ from typing import Any
 
 from mipsched import strict
 from mipsched.hw.model import Hardware
+from mipsched.jsonread import JsonObject
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
 from mipsched.schedule.tile_program import DramTensor, read_json, write_json_atomic
 from mipsched.workload.graph import Workload
@@ -68,27 +69,24 @@ def load_schedule(path: Path) -> ScheduleFile:
 def parse_schedule(data: Any, source: str) -> ScheduleFile:
     if not is_schedule(data):
         raise ScheduleError(f"{source}: not a {FORMAT} file (missing 'format': '{FORMAT}')")
-    if data.get("version") != VERSION:
-        raise ScheduleError(f"{source}: unsupported version {data.get('version')!r}")
-    for key in ("network", "hardware", "lfa", "dlsa"):
-        if key not in data:
-            raise ScheduleError(f"{source}: missing key '{key}'")
-    net = data["network"]
-    try:
-        workload = resolve_network(str(net["name"]), int(net["batch"]))
-    except KeyError as err:
-        raise ScheduleError(f"{source}: network: missing key {err.args[0]!r}") from None
-    if workload.digest() != net.get("digest"):
+    root = JsonObject(data, "")
+    if root.raw("version", None) != VERSION:
+        raise ScheduleError(f"{source}: unsupported version {root.raw('version', None)!r}")
+    net = root.obj("network")
+    workload = resolve_network(net.str("name"), net.int("batch", lo=1),
+                               net.int("elem_bytes", lo=1, default=1))
+    if workload.digest() != net.raw("digest", None):
         raise ScheduleError(f"{source}: network '{workload.name}' (batch {workload.batch}) "
                             "differs from the one this schedule was made for (digest mismatch)")
-    hw = strict.build(Hardware, data["hardware"], "hardware")
-    dlsa_data = data["dlsa"]
-    names = dlsa_data.get("tensors", [])
-    if not isinstance(names, list):
-        raise ScheduleError(f"{source}: dlsa.tensors must be a list")
-    return ScheduleFile(workload, hw, Lfa.from_json(data["lfa"]), Dlsa.from_json(dlsa_data),
-                        tuple(str(x) for x in names), str(data.get("method", "unknown")),
-                        dict(data.get("results", {})))
+    hw = strict.build(Hardware, root.raw("hardware"), "hardware")
+    dlsa = root.obj("dlsa")
+    names = dlsa.list("tensors")
+    for k, name in enumerate(names):
+        if not isinstance(name, str):
+            raise ScheduleError(f"dlsa.tensors[{k}]: expected a tensor name, got {name!r}")
+    return ScheduleFile(workload, hw, Lfa.from_json(root.raw("lfa")),
+                        Dlsa.from_json(dlsa.data), tuple(names),
+                        root.str("method", "unknown"), dict(root.obj("results", {}).data))
 
 
 def check_tensor_names(expected: tuple[str, ...], tensors: list[DramTensor]) -> None:

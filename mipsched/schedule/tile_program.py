@@ -15,8 +15,10 @@ import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+from mipsched import strict
+from mipsched.jsonread import JsonObject, as_int
 from mipsched.schedule.notation import Dlsa, ScheduleError
 
 FORMAT = "dlsa-instance"
@@ -29,8 +31,7 @@ class TensorKind(StrEnum):
     STORE_OFMAP = "store_ofmap"
 
 
-@dataclass(frozen=True, slots=True)
-class Tile:
+class Tile(NamedTuple):
     """One compute step: tile `tile` of layer `layer`, at position `pos`."""
 
     pos: int
@@ -43,8 +44,7 @@ class Tile:
     """Index of the tile's layer-fusion group (LG), when known (optional in files)."""
 
 
-@dataclass(frozen=True, slots=True)
-class DramTensor:
+class DramTensor(NamedTuple):
     """One DRAM transfer. Loads: Start in `start_range`, End fixed at last_use + 1.
     Stores: Start fixed at the producer tile, End in `end_range` (hi = no deadline)."""
 
@@ -76,20 +76,18 @@ class DramTensor:
         """(Start, End) given the free end (Start of a load, End of a store)."""
         return (free, self.fixed) if self.is_load else (self.fixed, free)
 
-    def free_end(self, living: tuple[int, int]) -> int:
-        return living[0] if self.is_load else living[1]
-
 
 @dataclass
 class WorkloadTotals:
     """Network-level figures a program made by mipsched carries (for utilisation)."""
 
     network: str
-    batch: int
-    total_macs: int
-    total_ops: int
-    weight_bytes: int
-    peak_ops_per_cycle: int
+    batch: int = field(metadata={"min": 1})
+    total_macs: int = field(metadata={"min": 0})
+    total_ops: int = field(metadata={"min": 0})
+    """Operations counted for utilisation (2 per MAC)."""
+    weight_bytes: int = field(metadata={"min": 0})
+    peak_ops_per_cycle: int = field(metadata={"gt": 0})
 
 
 @dataclass
@@ -162,7 +160,7 @@ class TileProgram:
                          "buffer_capacity_bytes": self.buffer_capacity_bytes,
                          "dram_energy_pj_per_byte": self.dram_energy_pj_per_byte,
                          "static_pj_per_cycle": self.static_pj_per_cycle},
-            "tiles": [dataclasses.asdict(t) for t in self.tiles],
+            "tiles": [t._asdict() for t in self.tiles],
             "onchip_bytes": {"before_first_tile": self.onchip_before_first_tile,
                              "per_tile": list(self.onchip_per_tile)},
             "dram_tensors": tensors,
@@ -195,10 +193,14 @@ def read_json(path: Path) -> Any:
         text = Path(path).read_text()
     except OSError as err:
         raise ScheduleError(f"{path}: cannot read ({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise ScheduleError(f"{path}: not a UTF-8 text file") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise ScheduleError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from None
+    except RecursionError:
+        raise ScheduleError(f"{path}: JSON nested too deeply") from None
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
@@ -210,93 +212,84 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def _parse_program(data: Any) -> TileProgram:
-    if not isinstance(data, dict):
-        raise ScheduleError("tile program: expected a JSON object")
-    if data.get("format") != FORMAT:
+    root = JsonObject(data, "")
+    if root.raw("format", None) != FORMAT:
         raise ScheduleError(f"tile program: 'format' must be {FORMAT!r}, got "
-                            f"{data.get('format')!r}")
-    if data.get("version") != VERSION:
-        raise ScheduleError(f"tile program: unsupported version {data.get('version')!r}")
-    where = "tile program"
-    try:
-        hw = data["hardware"]
-        bpc = int(hw["dram_bytes_per_cycle"])
-        tiles = []
-        for p, t in enumerate(data["tiles"]):
-            where = f"tiles[{p}]"
-            if int(t["pos"]) != p:
-                raise ScheduleError(f"{where}: pos must be {p}, got {t['pos']}")
-            lg = t.get("lg")
-            tiles.append(Tile(p, int(t["layer_id"]), str(t["layer"]), int(t["tile"]),
-                              int(t["compute_cycles"]), float(t["energy_pj"]),
-                              None if lg is None else int(lg)))
-        n = len(tiles)
-        where = "onchip_bytes"
-        onchip = data["onchip_bytes"]
-        per_tile = [int(x) for x in onchip["per_tile"]]
-        if len(per_tile) != n:
-            raise ScheduleError(f"onchip_bytes.per_tile: {len(per_tile)} entries for {n} tiles")
-        tensors = []
-        for i, d in enumerate(data["dram_tensors"]):
-            where = f"dram_tensors[{i}]"
-            tensors.append(_parse_tensor(i, d, bpc, n, where))
-        where = "precedence"
-        precedence = [(int(a), int(b)) for a, b in data.get("precedence", [])]
-        for a, b in precedence:
-            if not (0 <= a < len(tensors) and 0 <= b < len(tensors)):
-                raise ScheduleError(f"precedence: pair [{a}, {b}] names an unknown tensor")
-        totals = None
-        if "workload" in data:
-            where = "workload"
-            totals = WorkloadTotals(**data["workload"])
-        program = TileProgram(
-            name=str(data.get("name", "instance")),
-            dram_bytes_per_cycle=bpc,
-            buffer_capacity_bytes=int(hw["buffer_capacity_bytes"]),
-            dram_energy_pj_per_byte=float(hw["dram_energy_pj_per_byte"]),
-            tiles=tiles,
-            onchip_before_first_tile=int(onchip.get("before_first_tile", 0)),
-            onchip_per_tile=per_tile,
-            tensors=tensors,
-            precedence=precedence,
-            static_pj_per_cycle=float(hw.get("static_pj_per_cycle", 0.0)),
-            totals=totals,
-            source=dict(data.get("source", {})),
-        )
-        for key in ("default", "reference"):
-            if key in data:
-                where = key
-                sol = data[key]
-                program.solutions[key] = (Dlsa.from_json(sol), int(sol["latency_cycles"]),
-                                          int(sol["max_buffer_bytes"]))
-    except KeyError as err:
-        raise ScheduleError(f"{where}: missing key {err.args[0]!r}") from None
-    except (TypeError, ValueError) as err:
-        if isinstance(err, ScheduleError):
-            raise
-        raise ScheduleError(f"{where}: malformed value ({err})") from None
+                            f"{root.raw('format', None)!r}")
+    if root.raw("version", None) != VERSION:
+        raise ScheduleError(f"tile program: unsupported version {root.raw('version', None)!r}")
+    hw = root.obj("hardware")
+    bpc = hw.int("dram_bytes_per_cycle", lo=1)
+    tiles = []
+    for p, raw in enumerate(root.list("tiles")):
+        t = JsonObject(raw, f"tiles[{p}]")
+        if t.int("pos") != p:
+            raise ScheduleError(f"tiles[{p}].pos: must be {p}, got {t.int('pos')}")
+        tiles.append(Tile(p, t.int("layer_id"), t.str("layer"), t.int("tile", lo=0),
+                          t.int("compute_cycles", lo=0), t.num("energy_pj", lo=0),
+                          t.opt_int("lg", lo=0)))
+    n = len(tiles)
+    onchip = root.obj("onchip_bytes")
+    per_tile = onchip.int_list("per_tile", lo=0, length=n)
+    tensors = [_parse_tensor(i, JsonObject(raw, f"dram_tensors[{i}]"), bpc, n)
+               for i, raw in enumerate(root.list("dram_tensors"))]
+    precedence = []
+    for k, pair in enumerate(root.list("precedence", [])):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ScheduleError(f"precedence[{k}]: expected a [store, load] pair")
+        a, b = (as_int(x, f"precedence[{k}]", 0) for x in pair)
+        if not (a < len(tensors) and b < len(tensors)):
+            raise ScheduleError(f"precedence[{k}]: pair [{a}, {b}] names an unknown tensor")
+        precedence.append((a, b))
+    totals = None
+    if root.has("workload"):
+        totals = strict.build(WorkloadTotals, root.raw("workload"), "workload")
+    program = TileProgram(
+        name=root.str("name", "instance"),
+        dram_bytes_per_cycle=bpc,
+        buffer_capacity_bytes=hw.int("buffer_capacity_bytes", lo=0),
+        dram_energy_pj_per_byte=hw.num("dram_energy_pj_per_byte", lo=0),
+        tiles=tiles,
+        onchip_before_first_tile=onchip.int("before_first_tile", lo=0, default=0),
+        onchip_per_tile=per_tile,
+        tensors=tensors,
+        precedence=precedence,
+        static_pj_per_cycle=hw.num("static_pj_per_cycle", lo=0, default=0.0),
+        totals=totals,
+        source=dict(root.obj("source", {}).data),
+    )
+    for key in ("default", "reference"):
+        if root.has(key):
+            sol = root.obj(key)
+            program.solutions[key] = (Dlsa.from_json(sol.data, key),
+                                      sol.int("latency_cycles", lo=0),
+                                      sol.int("max_buffer_bytes", lo=0))
     return program
 
 
-def _parse_tensor(i: int, d: dict, bpc: int, n: int, where: str) -> DramTensor:
-    if int(d["id"]) != i:
-        raise ScheduleError(f"{where}: id must be {i}, got {d['id']}")
-    kind = TensorKind(d["kind"])
-    size = int(d["bytes"])
-    cycles = int(d.get("access_cycles", math.ceil(size / bpc)))
-    common = dict(id=i, kind=kind, layer_id=int(d["layer_id"]), layer=str(d["layer"]),
-                  tile=None if d.get("tile") is None else int(d["tile"]), bytes=size,
-                  access_cycles=cycles)
+def _parse_tensor(i: int, d: JsonObject, bpc: int, n: int) -> DramTensor:
+    if d.int("id") != i:
+        raise ScheduleError(f"{d.path}.id: must be {i}, got {d.int('id')}")
+    kind_name = d.str("kind")
+    if kind_name not in TensorKind.__members__.values():
+        raise ScheduleError(f"{d.path}.kind: must be one of "
+                            f"{', '.join(TensorKind)}, got {kind_name!r}")
+    kind = TensorKind(kind_name)
+    size = d.int("bytes", lo=0)
+    cycles = (d.int("access_cycles", lo=0) if d.has("access_cycles")
+              else math.ceil(size / bpc))
+    common = dict(id=i, kind=kind, layer_id=d.int("layer_id"), layer=d.str("layer"),
+                  tile=d.opt_int("tile", lo=0), bytes=size, access_cycles=cycles)
     if kind == TensorKind.STORE_OFMAP:
-        lo, hi = (int(x) for x in d["end_range"])
-        producer = int(d["producer"])
+        lo, hi = d.int_list("end_range", length=2)
+        producer = d.int("producer")
         if not (0 <= producer < n and producer < lo <= hi <= n):
-            raise ScheduleError(f"{where}: producer {producer} / end_range [{lo}, {hi}] "
+            raise ScheduleError(f"{d.path}: producer {producer} / end_range [{lo}, {hi}] "
                                 f"out of range for {n} tiles")
         return DramTensor(**common, producer=producer, lo=lo, hi=hi)
-    lo, hi = (int(x) for x in d["start_range"])
-    first, last = int(d["first_use"]), int(d["last_use"])
+    lo, hi = d.int_list("start_range", length=2)
+    first, last = d.int("first_use"), d.int("last_use")
     if not (0 <= first <= last < n and -1 <= lo <= hi <= first):
-        raise ScheduleError(f"{where}: first_use {first} / last_use {last} / start_range "
+        raise ScheduleError(f"{d.path}: first_use {first} / last_use {last} / start_range "
                             f"[{lo}, {hi}] out of range for {n} tiles")
     return DramTensor(**common, first_use=first, last_use=last, lo=lo, hi=hi)

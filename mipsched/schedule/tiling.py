@@ -76,7 +76,7 @@ def choose_grid(workload: Workload, layers: tuple[str, ...], tiling: int) -> Til
     h_min = min(workload.layers[n].out.h for n in layers)
     w_min = min(workload.layers[n].out.w for n in layers)
     best: tuple[float, int, int] | None = None
-    for hp in range(1, rest + 1):
+    for hp in range(1, rest + 1 if rest <= h_min * w_min else 1):
         if rest % hp:
             continue
         wp = rest // hp

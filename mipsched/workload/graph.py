@@ -118,8 +118,9 @@ class Workload:
 
     @cached_property
     def total_ops(self) -> int:
-        """Operations counted for utilisation: 2 per MAC plus every vector op."""
-        return 2 * self.total_macs + sum(self.vector_ops(n) for n in self.layers)
+        """Operations counted for utilisation: 2 per MAC, like the peak (TOPS) they are
+        divided by; vector-unit ops are excluded."""
+        return 2 * self.total_macs
 
     def digest(self) -> str:
         """Stable hash of the whole network (layers, shapes, batch, element size)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from mipsched.workload.graph import Workload, WorkloadError
@@ -36,11 +37,15 @@ NETWORKS: dict[str, Callable[[int], Workload]] = {
 }
 
 
-def get(name: str, batch: int = 1) -> Workload:
-    """Builds the zoo network `name` for `batch` samples."""
+def get(name: str, batch: int = 1, elem_bytes: int = 1) -> Workload:
+    """Builds the zoo network `name` for `batch` samples of `elem_bytes`-byte elements
+    (1 = INT8)."""
     if name not in NETWORKS:
         known = ", ".join(sorted(NETWORKS))
         raise WorkloadError(f"unknown network '{name}' (known: {known})")
     if batch < 1:
         raise WorkloadError(f"batch must be >= 1, got {batch}")
-    return NETWORKS[name](batch)
+    workload = NETWORKS[name](batch)
+    if elem_bytes != 1:
+        workload = dataclasses.replace(workload, elem_bytes=elem_bytes)
+    return workload
