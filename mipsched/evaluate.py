@@ -14,6 +14,7 @@ One pass over tiles and tensors: O(tiles + tensors).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 from mipsched.schedule.notation import Dlsa, ScheduleError
@@ -85,7 +86,7 @@ def timeline(program: TileProgram, dlsa: Dlsa) -> Timeline:
     """Replays the timing rules; raises DeadlockError naming the waiting pair."""
     n = program.n_tiles
     tensors = program.tensors
-    cycles = [t.compute_cycles for t in program.tiles]
+    cycles = program.tile_cycles
     living = dlsa.living
     release = [0] * len(tensors)
     need = [0] * len(tensors)
@@ -172,8 +173,7 @@ def evaluate(program: TileProgram, dlsa: Dlsa, check: bool = True) -> Evaluation
         k = next(k for k, b in enumerate(occupancy) if b > cap)
         overflow = Overflow(k - 1, occupancy[k] - cap, occupancy[k])
     compute = program.compute_cycles
-    weighted = sum(b * t.compute_cycles for b, t in zip(occupancy[1:], program.tiles,
-                                                         strict=True))
+    weighted = sum(map(operator.mul, occupancy[1:], program.tile_cycles))
     energy = program.energy_pj + program.static_pj_per_cycle * lat
     totals = program.totals
     util = (totals.total_ops / (totals.peak_ops_per_cycle * lat)

@@ -34,7 +34,7 @@ workloads = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workload=workloads, seed=st.integers(0, 2**32 - 1),
        hw=st.sampled_from([EDGE, CLOUD]))
 def test_random_schedules_respect_basic_laws(workload, seed, hw) -> None:

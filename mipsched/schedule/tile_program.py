@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -109,29 +110,34 @@ class TileProgram:
     solutions: dict[str, tuple[Dlsa, int, int]] = field(default_factory=dict)
     """Named DLSAs carried by an imported instance: name -> (dlsa, latency, max buffer)."""
 
-    # --- derived figures ------------------------------------------------------------------
+    # --- derived figures (cached: tiles and tensors are not changed after lowering) ------
     @property
     def n_tiles(self) -> int:
         return len(self.tiles)
 
-    @property
+    @cached_property
     def compute_cycles(self) -> int:
         return sum(t.compute_cycles for t in self.tiles)
 
-    @property
+    @cached_property
     def dram_cycles(self) -> int:
         return sum(t.access_cycles for t in self.tensors)
 
-    @property
+    @cached_property
     def dram_bytes(self) -> int:
         return sum(t.bytes for t in self.tensors)
+
+    @cached_property
+    def tile_cycles(self) -> list[int]:
+        """compute_cycles of every tile, in order (cached for the evaluator)."""
+        return [t.compute_cycles for t in self.tiles]
 
     @property
     def ideal_cycles(self) -> int:
         """max(sum of tile cycles, sum of DRAM cycles): no DLSA of this LFA is faster."""
         return max(self.compute_cycles, self.dram_cycles)
 
-    @property
+    @cached_property
     def energy_pj(self) -> float:
         """Tile energy plus DRAM energy; it does not depend on the DLSA (static excluded)."""
         return (sum(t.energy_pj for t in self.tiles)
