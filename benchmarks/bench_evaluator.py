@@ -18,12 +18,11 @@ from mipsched.evaluate import evaluate, latency
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
-from mipsched.schedule.notation import Lfa, ScheduleError
-from mipsched.schedule.tiling import choose_grid
+from mipsched.schedule.notation import Lfa
 from mipsched.workload import zoo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from strategies import random_dlsa  # noqa: E402
+from strategies import random_dlsa, random_lfa  # noqa: E402
 
 
 def rate(fn, seconds: float) -> tuple[float, int]:
@@ -39,22 +38,7 @@ def rate(fn, seconds: float) -> tuple[float, int]:
 def random_resnet_lfa(workload, rng: random.Random) -> Lfa:
     """Computing order fixed (residual blocks keep their order), random FLCs, DRAM cuts
     and tiling numbers from {1, 2, 4, 8} - the kind of LFA an SA search visits."""
-    order = tuple(workload.layers)
-    n = len(order)
-    flc = tuple(k for k in range(1, n) if rng.random() < 0.4)
-    dram = tuple(k for k in flc if rng.random() < 0.5)
-    bounds = [0, *flc, n]
-    tiling = []
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        options = []
-        for t in (1, 2, 4, 8):
-            try:
-                choose_grid(workload, order[a:b], t)
-                options.append(t)
-            except ScheduleError:
-                pass
-        tiling.append(rng.choice(options))
-    return Lfa(order, flc, tuple(tiling), dram)
+    return random_lfa(workload, rng, (1, 2, 4, 8), tuple(workload.layers), cut_chance=0.4)
 
 
 def main() -> None:

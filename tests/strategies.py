@@ -25,16 +25,21 @@ def random_order(workload: Workload, rng: random.Random) -> tuple[str, ...]:
     return tuple(order)
 
 
-def random_lfa(workload: Workload, rng: random.Random, max_tiling: int = 8) -> Lfa:
-    order = random_order(workload, rng)
+def random_lfa(workload: Workload, rng: random.Random,
+               tilings: tuple[int, ...] = tuple(range(1, 9)),
+               order: tuple[str, ...] | None = None, cut_chance: float = 0.5) -> Lfa:
+    """Random FLCs (each position with `cut_chance`), DRAM cuts (half of the FLCs) and a
+    tiling number from `tilings` that divides each FLG's work; random order unless
+    given."""
+    order = order or random_order(workload, rng)
     n = len(order)
-    flc = tuple(k for k in range(1, n) if rng.random() < 0.5)
+    flc = tuple(k for k in range(1, n) if rng.random() < cut_chance)
     dram = tuple(k for k in flc if rng.random() < 0.5)
     bounds = [0, *flc, n]
     tiling = []
     for a, b in zip(bounds[:-1], bounds[1:], strict=True):
         options = []
-        for t in range(1, max_tiling + 1):
+        for t in tilings:
             try:
                 choose_grid(workload, order[a:b], t)
                 options.append(t)
