@@ -50,17 +50,24 @@ def random_lfa(workload: Workload, rng: random.Random,
 
 
 def random_dlsa(program: TileProgram, rng: random.Random) -> Dlsa:
-    """Random living durations in range; order sorted by release tile (stores of data a
-    load reads come first), ties broken at random: never deadlocks, respects precedence."""
+    """A random valid DLSA: living durations uniform in their ranges; the order sorts the
+    tensors by a random key drawn between the tile that releases each one and the tile
+    that needs it (so nothing waits behind a later release: no deadlock), stores before
+    the loads of their data (keys raised to respect precedence)."""
     living = []
-    release = []
+    low = []
+    high = []
     for t in program.tensors:
         free = rng.randint(t.lo, t.hi)
-        living.append(t.living(free))
-        release.append(max(free - 1, -1) if t.is_load else t.producer)
-    for a, b in program.precedence:
-        release[b] = max(release[b], release[a])
-    keys = {i: (release[i], 0 if not t.is_load else 1, rng.random())
+        start, end = t.living(free)
+        living.append((start, end))
+        low.append(max(start - 1, -1) if t.is_load else t.producer)
+        high.append((t.first_use if t.is_load else end) - 1)
+    for a, b in program.precedence:  # a store may not be keyed after its loads' needs
+        high[a] = min(high[a], high[b])
+    key = [rng.uniform(lo, hi) for lo, hi in zip(low, high, strict=True)]
+    for a, b in sorted(program.precedence, key=lambda pair: key[pair[0]]):
+        key[b] = max(key[b], key[a])
+    rank = {i: (key[i], 0 if not t.is_load else 1, rng.random())
             for i, t in enumerate(program.tensors)}
-    order = sorted(keys, key=keys.__getitem__)
-    return Dlsa(tuple(order), tuple(living))
+    return Dlsa(tuple(sorted(rank, key=rank.__getitem__)), tuple(living))

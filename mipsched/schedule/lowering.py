@@ -22,6 +22,7 @@ from mipsched.hw.model import Hardware
 from mipsched.schedule.notation import Lfa, ScheduleError
 from mipsched.schedule.tile_program import (
     DramTensor,
+    EnergyParts,
     TensorKind,
     Tile,
     TileProgram,
@@ -105,7 +106,7 @@ class Lowerer:
         # positions of every (layer, tile index)
         pos: dict[str, list[int]] = {}
         tiles: list[Tile] = []
-        for (layers, _), plan in zip(flgs, plans, strict=True):
+        for g, ((layers, _), plan) in enumerate(zip(flgs, plans, strict=True)):
             count = plan.tiles.grid.count
             for n in layers:
                 pos[n] = [0] * count
@@ -113,9 +114,12 @@ class Lowerer:
                 for n in layers:
                     pos[n][i] = len(tiles)
                     c = plan.costs[n][i]
-                    tiles.append(Tile(len(tiles), self._layer_index[n], n, i,
-                                      c.cycles if c else 0, c.energy_pj if c else 0.0,
-                                      lg_of[n]))
+                    if c is None:
+                        tiles.append(Tile(len(tiles), self._layer_index[n], n, i, 0, 0.0,
+                                          lg_of[n], g, _NO_ENERGY))
+                    else:
+                        tiles.append(Tile(len(tiles), self._layer_index[n], n, i, c.cycles,
+                                          c.energy_pj, lg_of[n], g, _parts(c)))
         n_tiles = len(tiles)
         stored = {n for n in order if n in wl.outputs
                   or any(lg_of[v] != lg_of[n] for v in wl.consumers(n))}
@@ -213,6 +217,13 @@ class Lowerer:
             running += diff[p]
             out[p] = running
         return out
+
+
+_NO_ENERGY = EnergyParts(0.0, 0.0, 0.0, 0.0)
+
+
+def _parts(cost: TileCost) -> EnergyParts:
+    return EnergyParts(cost.mac_pj, cost.local_pj + cost.noc_pj, cost.gbuf_pj, cost.vector_pj)
 
 
 def lower(workload: Workload, hw: Hardware, lfa: Lfa) -> TileProgram:

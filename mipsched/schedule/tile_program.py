@@ -32,6 +32,16 @@ class TensorKind(StrEnum):
     STORE_OFMAP = "store_ofmap"
 
 
+class EnergyParts(NamedTuple):
+    """Where a tile's energy goes (pJ); they add up to the tile's energy_pj."""
+
+    mac: float
+    core_buffers: float
+    """L0 / L1 buffers inside the PEs and the links between PEs."""
+    gbuf: float
+    vector: float
+
+
 class Tile(NamedTuple):
     """One compute step: tile `tile` of layer `layer`, at position `pos`."""
 
@@ -43,6 +53,10 @@ class Tile(NamedTuple):
     energy_pj: float
     lg: int | None = None
     """Index of the tile's layer-fusion group (LG), when known (optional in files)."""
+    flg: int | None = None
+    """Index of the tile's fine-grained fusion group (FLG), when known."""
+    energy_parts: EnergyParts | None = None
+    """Breakdown of energy_pj, when known (optional in files)."""
 
 
 class DramTensor(NamedTuple):
@@ -166,7 +180,7 @@ class TileProgram:
                          "buffer_capacity_bytes": self.buffer_capacity_bytes,
                          "dram_energy_pj_per_byte": self.dram_energy_pj_per_byte,
                          "static_pj_per_cycle": self.static_pj_per_cycle},
-            "tiles": [t._asdict() for t in self.tiles],
+            "tiles": [_tile_json(t) for t in self.tiles],
             "onchip_bytes": {"before_first_tile": self.onchip_before_first_tile,
                              "per_tile": list(self.onchip_per_tile)},
             "dram_tensors": tensors,
@@ -191,6 +205,16 @@ class TileProgram:
     @staticmethod
     def load(path: Path) -> TileProgram:
         return TileProgram.from_json(read_json(path))
+
+
+def _tile_json(t: Tile) -> dict[str, Any]:
+    out = t._asdict()
+    for key in ("lg", "flg", "energy_parts"):
+        if out[key] is None:
+            del out[key]
+    if t.energy_parts is not None:
+        out["energy_parts"] = t.energy_parts._asdict()
+    return out
 
 
 def read_json(path: Path) -> Any:
@@ -231,9 +255,13 @@ def _parse_program(data: Any) -> TileProgram:
         t = JsonObject(raw, f"tiles[{p}]")
         if t.int("pos") != p:
             raise ScheduleError(f"tiles[{p}].pos: must be {p}, got {t.int('pos')}")
+        parts = None
+        if t.has("energy_parts"):
+            e = t.obj("energy_parts")
+            parts = EnergyParts(*(e.num(k, lo=0) for k in EnergyParts._fields))
         tiles.append(Tile(p, t.int("layer_id"), t.str("layer"), t.int("tile", lo=0),
                           t.int("compute_cycles", lo=0), t.num("energy_pj", lo=0),
-                          t.opt_int("lg", lo=0)))
+                          t.opt_int("lg", lo=0), t.opt_int("flg", lo=0), parts))
     n = len(tiles)
     onchip = root.obj("onchip_bytes")
     per_tile = onchip.int_list("per_tile", lo=0, length=n)
