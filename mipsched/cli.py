@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,11 @@ from mipsched import strict
 from mipsched.errors import InputError
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.hw import PRESETS, load_hardware
+from mipsched.report.plot import save_plot
+from mipsched.report.trace import write_csv, write_trace
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import lower
+from mipsched.schedule.notation import Dlsa
 from mipsched.schedule.schedule_file import (
     check_tensor_names,
     is_schedule,
@@ -29,8 +33,17 @@ from mipsched.schedule.schedule_file import (
 )
 from mipsched.schedule.tile_program import TileProgram, read_json, write_json_atomic
 from mipsched.schedule.validity import overflow_message
-from mipsched.solve import METHODS, certificate_json, evaluation_json, outcome_json, solve
+from mipsched.sim import simulate
+from mipsched.solve import (
+    METHODS,
+    certificate_json,
+    evaluation_json,
+    outcome_json,
+    simulation_json,
+    solve,
+)
 from mipsched.workload import zoo
+from mipsched.workload.graph import Workload
 from mipsched.workload.resolve import resolve_network
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -106,7 +119,8 @@ def solve_cmd(
     elem_bytes: int = typer.Option(1, "--elem-bytes", min=1,
                                    help="Bytes per element (1 = INT8)."),
     method: str = typer.Option("baseline", "--method", help="Scheduling method: "
-                               + ", ".join(METHODS)),
+                               + "; ".join(f"{k} = {m.description}"
+                                           for k, m in METHODS.items())),
     seed: int = typer.Option(0, "--seed", help="Random seed (recorded in the certificate)."),
     time_limit: float | None = typer.Option(None, "--time-limit", min=0.0, help="Seconds."),
     out: Path | None = typer.Option(None, "--out", help="Output directory "
@@ -150,53 +164,145 @@ def solve_cmd(
     _run(body)
 
 
+FILE_HELP = ("schedule.json, or a tile-program / DLSA instance JSON (its `reference` "
+             "solution, else `default`).")
+SOLUTION_HELP = "For an instance: which stored DLSA to replay (reference, default)."
+
+
+@dataclass(frozen=True)
+class _Replayable:
+    """A schedule read from a file: its tile program, DLSA and (if known) workload."""
+
+    program: TileProgram
+    dlsa: Dlsa
+    workload: Workload | None
+    method: str
+
+
+def _load(file: Path, solution: str | None) -> _Replayable:
+    data = read_json(file)
+    if is_schedule(data):
+        if solution is not None:
+            raise InputError(f"{file}: --solution applies to tile-program instances, "
+                             "not to a schedule.json")
+        sched = parse_schedule(data, str(file))
+        program = lower(sched.workload, sched.hw, sched.lfa)
+        check_tensor_names(sched.tensor_names, program.tensors)
+        return _Replayable(program, sched.dlsa, sched.workload, sched.method)
+    program = TileProgram.from_json(data)
+    name = solution or ("reference" if "reference" in program.solutions else "default")
+    if name in program.solutions:
+        return _Replayable(program, program.solutions[name][0], None, name)
+    if solution is None:
+        return _Replayable(program, default_dlsa(program), None, name)
+    raise InputError(f"{file}: no stored solution '{name}' "
+                     f"(has: {', '.join(program.solutions) or 'none'})")
+
+
+def _totals(r: _Replayable) -> dict[str, Any]:
+    if r.workload is None and r.program.totals is not None:
+        return {"total_macs": r.program.totals.total_macs,
+                "weight_bytes": r.program.totals.weight_bytes}
+    return {}
+
+
 @app.command("eval")
 def eval_cmd(
-    file: Path = typer.Argument(..., help="schedule.json, or a tile-program / DLSA instance "
-                                "JSON (its `reference` solution, else `default`)."),
-    solution: str | None = typer.Option(None, "--solution", help="For an instance: which "
-                                        "stored DLSA to replay (reference, default)."),
+    file: Path = typer.Argument(..., help=FILE_HELP),
+    solution: str | None = typer.Option(None, "--solution", help=SOLUTION_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
 ) -> None:
     """Replay a schedule with the evaluator and print its figures."""
 
     def body() -> int:
-        data = read_json(file)
-        workload = None
-        if is_schedule(data):
-            if solution is not None:
-                raise InputError(f"{file}: --solution applies to tile-program instances, "
-                                 "not to a schedule.json")
-            sched = parse_schedule(data, str(file))
-            workload = sched.workload
-            program = lower(workload, sched.hw, sched.lfa)
-            check_tensor_names(sched.tensor_names, program.tensors)
-            dlsa, method = sched.dlsa, sched.method
-        else:
-            program = TileProgram.from_json(data)
-            name = solution or ("reference" if "reference" in program.solutions else "default")
-            if name in program.solutions:
-                dlsa = program.solutions[name][0]
-            elif solution is None:
-                dlsa = default_dlsa(program)
-            else:
-                raise InputError(f"{file}: no stored solution '{name}' "
-                                 f"(has: {', '.join(program.solutions) or 'none'})")
-            method = name
+        r = _load(file, solution)
+        program, dlsa = r.program, r.dlsa
         ev = evaluate(program, dlsa)
-        result = {**evaluation_json(ev, workload), "method": method,
+        result = {**evaluation_json(ev, r.workload), **_totals(r), "method": r.method,
                   "status": "feasible" if ev.fits else "infeasible",
                   "n_tiles": program.n_tiles, "n_dram_tensors": len(program.tensors),
                   "ideal_cycles": program.ideal_cycles}
-        if workload is None and program.totals is not None:
-            result.update(total_macs=program.totals.total_macs,
-                          weight_bytes=program.totals.weight_bytes)
         if not ev.fits:
             result["reason"] = overflow_message(program, dlsa, buffer_profile(program, dlsa))
         if as_json:
             _emit_json(result)
         else:
-            console.print(_figures_table(f"{file.name} ({method})", result))
+            console.print(_figures_table(f"{file.name} ({r.method})", result))
+        return 0
+
+    _run(body)
+
+
+@app.command("simulate")
+def simulate_cmd(
+    file: Path = typer.Argument(..., help=FILE_HELP),
+    solution: str | None = typer.Option(None, "--solution", help=SOLUTION_HELP),
+    trace: Path | None = typer.Option(None, "--trace", help="Write a Chrome/Perfetto trace "
+                                      "(JSON; open in ui.perfetto.dev or chrome://tracing)."),
+    csv_path: Path | None = typer.Option(None, "--csv", help="Write the DRAM transfers as "
+                                         "CSV (tensor, kind, layer, tile, bytes, start, end)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
+) -> None:
+    """Replay a schedule in the discrete-event simulator: figures, stalls, trace, CSV."""
+
+    def body() -> int:
+        r = _load(file, solution)
+        sim = simulate(r.program, r.dlsa)  # SimulationError is bad input: exit 2
+        result = {**simulation_json(sim, r.workload, r.program), **_totals(r),
+                  "method": r.method, "status": "feasible"}
+        if trace is not None:
+            write_trace(trace, r.program, sim)
+        if csv_path is not None:
+            write_csv(csv_path, sim)
+        if as_json:
+            _emit_json(result)
+            return 0
+        summary = {k: v for k, v in result.items() if k not in ("energy_by_component",
+                                                                 "stalled_tiles")}
+        console.print(_figures_table(f"{file.name} ({r.method}) — simulated", summary))
+        energy = Table(title="energy by component")
+        energy.add_column("component")
+        energy.add_column("pJ", justify="right")
+        energy.add_column("share", justify="right")
+        for name, pj in sim.energy_by_component.items():
+            energy.add_row(name, f"{pj:.6e}", f"{pj / sim.energy_pj:.1%}")
+        console.print(energy)
+        worst = sorted(sim.stalls, key=lambda t: -t.stall)[:10]
+        if worst:
+            stalls = Table(title=f"longest stalls ({len(sim.stalls)} tiles stalled)")
+            for col in ("tile", "layer", "stall (cycles)", "waiting for"):
+                stalls.add_column(col)
+            for t in worst:
+                stalls.add_row(str(t.pos), f"{t.layer} #{t.tile}", f"{t.stall:,}",
+                               _waited(r.program, t.waited_for))
+            console.print(stalls)
+        return 0
+
+    _run(body)
+
+
+def _waited(program: TileProgram, tensor: int | None) -> str:
+    if tensor is None:
+        return ""
+    t = program.tensors[tensor]
+    return f"{t.kind} {t.layer}" + ("" if t.tile is None else f" #{t.tile}")
+
+
+@app.command("plot")
+def plot_cmd(
+    file: Path = typer.Argument(..., help=FILE_HELP),
+    output: Path = typer.Option(..., "-o", "--output", help="Picture to write: .png or .svg"),
+    solution: str | None = typer.Option(None, "--solution", help=SOLUTION_HELP),
+) -> None:
+    """Draw the schedule: DRAM and COMPUTE rows, stalls, buffer occupancy vs capacity."""
+
+    def body() -> int:
+        if output.suffix.lower() not in (".png", ".svg"):
+            raise InputError(f"{output}: the picture must end in .png or .svg")
+        r = _load(file, solution)
+        sim = simulate(r.program, r.dlsa)
+        save_plot(output, r.program, sim, f"{r.program.name} ({r.method})")
+        console.print(f"wrote {output}")
         return 0
 
     _run(body)

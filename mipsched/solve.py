@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,12 +15,23 @@ from mipsched.formulations.bounds import LatencyBound, compulsory_bound
 from mipsched.heuristics.baseline import Candidate, InfeasibleError, unfused_baseline
 from mipsched.hw.model import Hardware
 from mipsched.schedule.lowering import Lowerer
+from mipsched.schedule.tile_program import TileProgram
+from mipsched.sim import SimResult, SimulationError, simulate
 from mipsched.workload.graph import Workload
 
-#: Methods `solve` runs today, name -> one-line description.
-METHODS = {
-    "baseline": "no fusion: every layer its own LG, tiling doubled until it fits, "
-                "double-buffered DLSA",
+
+@dataclass(frozen=True)
+class Method:
+    """A scheduling method: what it does and the function that runs it."""
+
+    description: str
+    run: Callable[[Lowerer], Candidate]
+
+
+#: Methods `solve` runs today.
+METHODS: dict[str, Method] = {
+    "baseline": Method("no fusion: every layer its own LG, tiling doubled until it fits, "
+                       "double-buffered DLSA", unfused_baseline),
 }
 
 
@@ -29,7 +41,8 @@ class SolveOutcome:
 
     method: str
     status: str
-    """optimal / feasible / infeasible."""
+    """optimal / feasible / infeasible / error (the simulator rejected the method's
+    schedule: a bug of that method, reported instead of the schedule)."""
     candidate: Candidate | None
     bound: LatencyBound
     wall_seconds: float
@@ -46,14 +59,36 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
     started = time.perf_counter()
     bound = compulsory_bound(workload, hw)
     try:
-        candidate = unfused_baseline(Lowerer(workload, hw))
+        candidate = METHODS[method].run(Lowerer(workload, hw))
     except InfeasibleError as err:
         return SolveOutcome(method, "infeasible", None, bound,
                             time.perf_counter() - started, seed, time_limit, str(err))
+    rejection = replay_rejection(candidate)
+    if rejection is not None:
+        return SolveOutcome(method, "error", None, bound, time.perf_counter() - started,
+                            seed, time_limit, f"the {method} schedule failed the simulator: "
+                                              f"{rejection}")
     status = ("optimal" if candidate.evaluation.latency_cycles == bound.cycles
               else "feasible")
     return SolveOutcome(method, status, candidate, bound, time.perf_counter() - started,
                         seed, time_limit)
+
+
+def replay_rejection(candidate: Candidate) -> str | None:
+    """Why the simulator refuses a method's schedule (None: it replays it to the same
+    latency, energy and peak buffer as the evaluator)."""
+    try:
+        sim = simulate(candidate.program, candidate.dlsa)
+    except SimulationError as err:
+        return str(err)
+    ev = candidate.evaluation
+    if (sim.latency_cycles, sim.peak_buffer_bytes) != (ev.latency_cycles,
+                                                        ev.peak_buffer_bytes):
+        return (f"simulated {sim.latency_cycles} cycles / {sim.peak_buffer_bytes} B peak, "
+                f"but the evaluator says {ev.latency_cycles} / {ev.peak_buffer_bytes}")
+    if abs(sim.energy_pj - ev.energy_pj) > 1e-9 * abs(ev.energy_pj):
+        return f"simulated energy {sim.energy_pj} pJ, evaluator {ev.energy_pj} pJ"
+    return None
 
 
 def evaluation_json(ev: Evaluation, workload: Workload | None) -> dict[str, Any]:
@@ -71,6 +106,30 @@ def evaluation_json(ev: Evaluation, workload: Workload | None) -> dict[str, Any]
         "compute_busy": ev.compute_busy,
         "dram_busy": ev.dram_busy,
         "stall_cycles": ev.stall_cycles,
+        "total_macs": workload.total_macs if workload else None,
+        "weight_bytes": workload.total_weight_bytes if workload else None,
+    }
+
+
+def simulation_json(sim: SimResult, workload: Workload | None,
+                    program: TileProgram) -> dict[str, Any]:
+    """The machine-interface figures of one simulated schedule (DESIGN §5)."""
+    totals = program.totals
+    util = (totals.total_ops / (totals.peak_ops_per_cycle * sim.latency_cycles)
+            if totals is not None and sim.latency_cycles else None)
+    return {
+        "latency_cycles": sim.latency_cycles,
+        "energy_pj": sim.energy_pj,
+        "edp": sim.energy_pj * sim.latency_cycles,
+        "utilization": util,
+        "peak_buffer_bytes": sim.peak_buffer_bytes,
+        "avg_buffer_bytes": sim.avg_buffer_bytes,
+        "dram_bytes": sum(t.bytes for t in sim.transfers),
+        "compute_busy": sim.compute_busy,
+        "dram_busy": sim.dram_busy,
+        "stall_cycles": sim.stall_cycles,
+        "stalled_tiles": len(sim.stalls),
+        "energy_by_component": sim.energy_by_component,
         "total_macs": workload.total_macs if workload else None,
         "weight_bytes": workload.total_weight_bytes if workload else None,
     }
