@@ -121,6 +121,8 @@ def solve_cmd(
     method: str = typer.Option("baseline", "--method", help="Scheduling method: "
                                + "; ".join(f"{k} = {m.description}"
                                            for k, m in METHODS.items())),
+    objective: str = typer.Option("edp", "--objective", help="What to minimise: edp "
+                                  "(energy x delay), latency or energy."),
     seed: int = typer.Option(0, "--seed", help="Random seed (recorded in the certificate)."),
     time_limit: float | None = typer.Option(None, "--time-limit", min=0.0, help="Seconds."),
     out: Path | None = typer.Option(None, "--out", help="Output directory "
@@ -133,7 +135,7 @@ def solve_cmd(
     def body() -> int:
         workload = resolve_network(net, batch, elem_bytes)
         hardware = load_hardware(hw)
-        outcome = solve(workload, hardware, method, seed, time_limit)
+        outcome = solve(workload, hardware, method, seed, time_limit, objective)
         out_dir = out or Path("out") / _safe(f"{workload.name}-{hardware.name}-b{batch}")
         out_dir.mkdir(parents=True, exist_ok=True)
         result = outcome_json(outcome, workload)

@@ -12,7 +12,14 @@ from typing import Any
 from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation
 from mipsched.formulations.bounds import LatencyBound, compulsory_bound
-from mipsched.heuristics.baseline import Candidate, InfeasibleError, unfused_baseline
+from mipsched.heuristics.baseline import unfused_baseline
+from mipsched.heuristics.common import (
+    OBJECTIVES,
+    Candidate,
+    InfeasibleError,
+    MethodResult,
+    SearchOptions,
+)
 from mipsched.hw.model import Hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.tile_program import TileProgram
@@ -25,7 +32,7 @@ class Method:
     """A scheduling method: what it does and the function that runs it."""
 
     description: str
-    run: Callable[[Lowerer], Candidate]
+    run: Callable[[Lowerer, SearchOptions], MethodResult]
 
 
 #: Methods `solve` runs today.
@@ -52,17 +59,22 @@ class SolveOutcome:
 
 
 def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int = 0,
-          time_limit: float | None = None) -> SolveOutcome:
+          time_limit: float | None = None, objective: str = "edp") -> SolveOutcome:
     """Runs `method` on the workload; never returns a schedule that overflows."""
     if method not in METHODS:
         raise InputError(f"unknown method '{method}' (available: {', '.join(METHODS)})")
+    if objective not in OBJECTIVES:
+        raise InputError(f"unknown objective '{objective}' (available: "
+                         f"{', '.join(OBJECTIVES)})")
     started = time.perf_counter()
     bound = compulsory_bound(workload, hw)
+    options = SearchOptions(seed, time_limit, OBJECTIVES[objective])
     try:
-        candidate = METHODS[method].run(Lowerer(workload, hw))
+        result = METHODS[method].run(Lowerer(workload, hw), options)
     except InfeasibleError as err:
         return SolveOutcome(method, "infeasible", None, bound,
                             time.perf_counter() - started, seed, time_limit, str(err))
+    candidate = result.best
     rejection = replay_rejection(candidate)
     if rejection is not None:
         return SolveOutcome(method, "error", None, bound, time.perf_counter() - started,

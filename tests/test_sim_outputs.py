@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from mipsched import solve as solve_module
 from mipsched.cli import app
-from mipsched.heuristics.baseline import Candidate, unfused_baseline
+from mipsched.heuristics.baseline import unfused_baseline
+from mipsched.heuristics.common import Candidate, MethodResult
 from mipsched.hw import load_hardware
 from mipsched.report.plot import MIB, schedule_figure
 from mipsched.report.trace import chrome_trace, transfers_csv
@@ -120,10 +121,10 @@ def test_simulate_rejects_an_invalid_schedule_with_its_diagnosis(solved: Path,
 
 def test_solve_refuses_a_schedule_the_simulator_rejects(monkeypatch, tmp_path: Path) -> None:
     """A method whose schedule deadlocks is reported as that method's failure."""
-    def broken(lowerer: Lowerer) -> Candidate:
-        good = unfused_baseline(lowerer)
+    def broken(lowerer: Lowerer, options) -> MethodResult:
+        good = unfused_baseline(lowerer).best
         reverse = Dlsa(good.dlsa.order[::-1], good.dlsa.living)
-        return Candidate(good.lfa, good.program, reverse, good.evaluation)
+        return MethodResult(Candidate(good.lfa, good.program, reverse, good.evaluation))
 
     monkeypatch.setitem(solve_module.METHODS, "baseline",
                         solve_module.Method("broken on purpose", broken))

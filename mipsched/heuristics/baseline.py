@@ -3,34 +3,19 @@ each layer's tiling number doubled from 1 until the schedule fits the buffer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from mipsched.errors import InputError
-from mipsched.evaluate import Evaluation, buffer_profile, evaluate
+from mipsched.evaluate import buffer_profile, evaluate
+from mipsched.heuristics.common import Candidate, InfeasibleError, MethodResult, SearchOptions
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
-from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
-from mipsched.schedule.tile_program import TensorKind, TileProgram
+from mipsched.schedule.notation import Lfa, ScheduleError
+from mipsched.schedule.tile_program import TensorKind
 from mipsched.schedule.tiling import choose_grid
 from mipsched.schedule.validity import overflow_message
 
 
-class InfeasibleError(InputError):
-    """No schedule of the searched kind fits the hardware; the message says why."""
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A complete schedule with its lowering and evaluation."""
-
-    lfa: Lfa
-    program: TileProgram
-    dlsa: Dlsa
-    evaluation: Evaluation
-
-
-def unfused_baseline(lowerer: Lowerer) -> Candidate:
-    """Raises InfeasibleError naming the layer and the bytes when no tiling fits."""
+def unfused_baseline(lowerer: Lowerer, options: SearchOptions | None = None) -> MethodResult:
+    """Raises InfeasibleError naming the layer and the bytes when no tiling fits
+    (deterministic: `options` are accepted for a uniform method signature)."""
     wl = lowerer.workload
     capacity = lowerer.hw.gbuf.capacity_bytes
     for name in wl.layers:
@@ -42,13 +27,15 @@ def unfused_baseline(lowerer: Lowerer) -> Candidate:
     tiling = [1] * len(order)
     index = {n: k for k, n in enumerate(order)}
     cuts = tuple(range(1, len(order)))
+    evaluations = 0
     while True:
         lfa = Lfa(order, cuts, tuple(tiling), cuts)
         program = lowerer.lower(lfa)
         dlsa = default_dlsa(program)
         ev = evaluate(program, dlsa)
+        evaluations += 1
         if ev.fits:
-            return Candidate(lfa, program, dlsa, ev)
+            return MethodResult(Candidate(lfa, program, dlsa, ev), evaluations=evaluations)
         t = ev.overflow.tile
         live: dict[str, int] = {}  # bytes that finer tiling can shrink, per layer
         for tn, (s, e) in zip(program.tensors, dlsa.living, strict=True):

@@ -1,0 +1,84 @@
+"""What every search method shares: the candidate schedule, the objective, options, and
+the evaluation of an LFA under the default DLSA."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from mipsched.errors import InputError
+from mipsched.evaluate import Evaluation, evaluate
+from mipsched.schedule.default_dlsa import default_dlsa
+from mipsched.schedule.lowering import Lowerer
+from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
+from mipsched.schedule.tile_program import TileProgram
+
+
+class InfeasibleError(InputError):
+    """No schedule of the searched kind fits the hardware; the message says why."""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A complete schedule with its lowering and evaluation."""
+
+    lfa: Lfa
+    program: TileProgram
+    dlsa: Dlsa
+    evaluation: Evaluation
+
+
+@dataclass(frozen=True)
+class MethodResult:
+    """What a method returns: its best schedule, and named intermediate results (SA:
+    'stage1' and 'stage2', like SoMa Fig. 6's Ours_1 / Ours_2)."""
+
+    best: Candidate
+    stages: dict[str, Candidate] = field(default_factory=dict)
+    evaluations: int = 0
+    """How many schedules the method evaluated."""
+
+
+@dataclass(frozen=True)
+class Objective:
+    """Cost = energy^energy_exp x latency^delay_exp (SoMa: Energy^n x Delay^m)."""
+
+    energy_exp: float = 1.0
+    delay_exp: float = 1.0
+
+    def cost(self, ev: Evaluation) -> float:
+        return ev.energy_pj ** self.energy_exp * float(ev.latency_cycles) ** self.delay_exp
+
+
+OBJECTIVES = {"edp": Objective(1.0, 1.0), "latency": Objective(0.0, 1.0),
+              "energy": Objective(1.0, 0.0)}
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """Knobs every method accepts. `time_limit` in seconds (None: no limit)."""
+
+    seed: int = 0
+    time_limit: float | None = None
+    objective: Objective = field(default_factory=Objective)
+
+    def deadline(self) -> float | None:
+        """perf_counter() value at which the search must stop."""
+        return None if self.time_limit is None else time.perf_counter() + self.time_limit
+
+
+def evaluate_lfa(lowerer: Lowerer, lfa: Lfa, buffer_limit: int | None = None
+                 ) -> Candidate | None:
+    """`lfa` lowered and evaluated with the default DLSA; None when it cannot be lowered
+    (a tiling that does not divide the work) or its peak buffer exceeds `buffer_limit`
+    (default: the hardware capacity)."""
+    try:
+        program = lowerer.lower(lfa, check=False)
+    except ScheduleError:
+        return None
+    dlsa = default_dlsa(program)
+    ev = evaluate(program, dlsa, check=False)
+    limit = program.buffer_capacity_bytes if buffer_limit is None else buffer_limit
+    if ev.peak_buffer_bytes > limit:
+        return None
+    return Candidate(lfa, program, dlsa, ev)
