@@ -20,6 +20,7 @@ from mipsched.heuristics.common import (
     MethodResult,
     SearchOptions,
 )
+from mipsched.heuristics.soma_sa import soma_sa
 from mipsched.hw.model import Hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.tile_program import TileProgram
@@ -39,6 +40,8 @@ class Method:
 METHODS: dict[str, Method] = {
     "baseline": Method("no fusion: every layer its own LG, tiling doubled until it fits, "
                        "double-buffered DLSA", unfused_baseline),
+    "sa": Method("SoMa: two-stage simulated annealing (LFA, then DLSA) inside the buffer "
+                 "allocator", soma_sa),
 }
 
 

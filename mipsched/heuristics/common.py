@@ -47,7 +47,10 @@ class Objective:
     delay_exp: float = 1.0
 
     def cost(self, ev: Evaluation) -> float:
-        return ev.energy_pj ** self.energy_exp * float(ev.latency_cycles) ** self.delay_exp
+        return self.cost_of(ev.energy_pj, ev.latency_cycles)
+
+    def cost_of(self, energy_pj: float, latency_cycles: int) -> float:
+        return energy_pj ** self.energy_exp * float(latency_cycles) ** self.delay_exp
 
 
 OBJECTIVES = {"edp": Objective(1.0, 1.0), "latency": Objective(0.0, 1.0),

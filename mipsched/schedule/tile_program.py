@@ -91,6 +91,10 @@ class DramTensor(NamedTuple):
         """(Start, End) given the free end (Start of a load, End of a store)."""
         return (free, self.fixed) if self.is_load else (self.fixed, free)
 
+    def free_end(self, living: tuple[int, int]) -> int:
+        """The end of `living` a DLSA may choose: Start of a load, End of a store."""
+        return living[0] if self.is_load else living[1]
+
 
 @dataclass
 class WorkloadTotals:

@@ -1,0 +1,100 @@
+"""SoMa's stage-1 operators on the layer-fusion attributes (§V-C1).
+
+- move a layer to another valid place in the computing order (after all its inputs,
+  before all its consumers; cut positions stay where they are);
+- multiply or divide an FLG's tiling number by 2;
+- add an FLC (the FLG splits, both halves keep its tiling number) or delete one (the two
+  FLGs merge and inherit one tiling number with probability proportional to their layer
+  counts; a DRAM cut there goes too);
+- add a DRAM cut at an FLC, or delete one.
+Each returns a new Lfa, or None when the operator does not apply; whether the tiling
+divides the work is left to lowering.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+
+import networkx as nx
+
+from mipsched.schedule.notation import Lfa
+
+
+def move_layer(lfa: Lfa, graph: nx.DiGraph, rng: random.Random) -> Lfa | None:
+    order = list(lfa.order)
+    k = rng.randrange(len(order))
+    name = order.pop(k)
+    index = {n: i for i, n in enumerate(order)}
+    lo = max((index[p] + 1 for p in graph.predecessors(name)), default=0)
+    hi = min((index[s] for s in graph.successors(name)), default=len(order))
+    places = [q for q in range(lo, hi + 1) if q != k]
+    if not places:
+        return None
+    order.insert(rng.choice(places), name)
+    return Lfa(tuple(order), lfa.flc, lfa.tiling, lfa.dram_cuts)
+
+
+def change_tiling(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    g = rng.randrange(len(lfa.tiling))
+    t = lfa.tiling[g]
+    new = t * 2 if t == 1 or rng.random() < 0.5 else t // 2
+    tiling = list(lfa.tiling)
+    tiling[g] = new
+    return Lfa(lfa.order, lfa.flc, tuple(tiling), lfa.dram_cuts)
+
+
+def add_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    free = [p for p in range(1, len(lfa.order)) if p not in set(lfa.flc)]
+    if not free:
+        return None
+    cut = rng.choice(free)
+    g = bisect.bisect_left(lfa.flc, cut)  # the FLG that contains the new cut
+    flc = tuple(sorted((*lfa.flc, cut)))
+    tiling = (*lfa.tiling[:g + 1], lfa.tiling[g], *lfa.tiling[g + 1:])
+    return Lfa(lfa.order, flc, tiling, lfa.dram_cuts)
+
+
+def delete_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    if not lfa.flc:
+        return None
+    g = rng.randrange(len(lfa.flc))  # merge FLG g and g + 1
+    bounds = lfa.flg_bounds()
+    left = bounds[g][1] - bounds[g][0]
+    right = bounds[g + 1][1] - bounds[g + 1][0]
+    inherited = lfa.tiling[g] if rng.random() < left / (left + right) else lfa.tiling[g + 1]
+    cut = lfa.flc[g]
+    flc = lfa.flc[:g] + lfa.flc[g + 1:]
+    tiling = (*lfa.tiling[:g], inherited, *lfa.tiling[g + 2:])
+    return Lfa(lfa.order, flc, tiling, tuple(c for c in lfa.dram_cuts if c != cut))
+
+
+def add_dram_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    free = [c for c in lfa.flc if c not in set(lfa.dram_cuts)]
+    if not free:
+        return None
+    return Lfa(lfa.order, lfa.flc, lfa.tiling, tuple(sorted((*lfa.dram_cuts,
+                                                            rng.choice(free)))))
+
+
+def delete_dram_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    if not lfa.dram_cuts:
+        return None
+    drop = rng.choice(lfa.dram_cuts)
+    return Lfa(lfa.order, lfa.flc, lfa.tiling, tuple(c for c in lfa.dram_cuts if c != drop))
+
+
+def propose(lfa: Lfa, graph: nx.DiGraph, rng: random.Random) -> Lfa | None:
+    """One random operator applied to `lfa` (None if the drawn operator does not apply)."""
+    op = rng.randrange(6)
+    if op == 0:
+        return move_layer(lfa, graph, rng)
+    if op == 1:
+        return change_tiling(lfa, rng)
+    if op == 2:
+        return add_flc(lfa, rng)
+    if op == 3:
+        return delete_flc(lfa, rng)
+    if op == 4:
+        return add_dram_cut(lfa, rng)
+    return delete_dram_cut(lfa, rng)

@@ -1,0 +1,114 @@
+"""SoMa's search (§V-A..C): two-stage simulated annealing inside a buffer allocator.
+
+- Stage 1 anneals the LFA (lfa_moves) with the default double-buffered DLSA, for
+  N = 100 × layers iterations, from the unfused schedule with the smallest tiling that
+  fits; schedules whose peak buffer exceeds the stage's limit are rejected.
+- Stage 2 anneals the DLSA of stage 1's best LFA (dlsa_search) for N = 1000 × DRAM tensors
+  iterations, within the full buffer.
+- The buffer allocator runs both stages with stage 1 limited to the whole buffer, then
+  lowers stage 1's limit by 10 % of that first stage-1 peak per round, keeping the best
+  overall, until two rounds in a row bring no improvement.
+Deterministic for a seed; at the deadline every loop stops and the best so far is kept.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+
+from mipsched.heuristics.annealing import Cooling
+from mipsched.heuristics.baseline import unfused_baseline
+from mipsched.heuristics.common import Candidate, MethodResult, SearchOptions, evaluate_lfa
+from mipsched.heuristics.dlsa_search import search_dlsa
+from mipsched.heuristics.lfa_moves import propose
+from mipsched.schedule.lowering import Lowerer
+
+
+@dataclass(frozen=True)
+class SaSettings:
+    """Iteration counts per SoMa: stage 1 = lfa_factor × layers, stage 2 = dlsa_factor ×
+    DRAM tensors; allocator step and patience."""
+
+    lfa_factor: int = 100
+    dlsa_factor: int = 1000
+    allocator_step: float = 0.10
+    patience: int = 2
+    max_rounds: int = 10
+    cooling: Cooling = field(default_factory=Cooling)
+
+
+@dataclass
+class SaRound:
+    """One allocator round: stage 1's limit, and both stages' best schedules."""
+
+    buffer_limit: int
+    stage1: Candidate
+    stage2: Candidate
+    lfa_evaluations: int
+    dlsa_iterations: int
+
+
+def anneal_lfa(lowerer: Lowerer, start: Candidate, options: SearchOptions, buffer_limit: int,
+               iterations: int, rng: random.Random, deadline: float | None,
+               cooling: Cooling) -> tuple[Candidate, int]:
+    """Stage 1: the best candidate found and the number of LFAs evaluated."""
+    objective = options.objective
+    graph = lowerer.workload.graph
+    current = best = start
+    cost = best_cost = objective.cost(start.evaluation)
+    evaluated = 0
+    for n in range(iterations):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        lfa = propose(current.lfa, graph, rng)
+        if lfa is None:
+            continue
+        candidate = evaluate_lfa(lowerer, lfa, buffer_limit)
+        evaluated += 1
+        if candidate is None:
+            continue
+        new_cost = objective.cost(candidate.evaluation)
+        if cooling.accept(cost, new_cost, n, iterations, rng):
+            current, cost = candidate, new_cost
+            if cost < best_cost:
+                best, best_cost = current, cost
+    return best, evaluated
+
+
+def soma_sa(lowerer: Lowerer, options: SearchOptions,
+            settings: SaSettings | None = None) -> MethodResult:
+    """The SoMa search; stages of the best round are reported as 'stage1' / 'stage2'."""
+    settings = settings or SaSettings()
+    deadline = options.deadline()
+    rng = random.Random(options.seed)
+    start = unfused_baseline(lowerer).best
+    capacity = lowerer.hw.gbuf.capacity_bytes
+    limit = capacity
+    rounds: list[SaRound] = []
+    best_round: SaRound | None = None
+    misses = 0
+    evaluations = 0
+    while len(rounds) < settings.max_rounds and misses < settings.patience and limit > 0:
+        if start.evaluation.peak_buffer_bytes > limit:
+            break  # even the starting schedule no longer fits stage 1's limit
+        layers = len(lowerer.workload.layers)
+        stage1, n1 = anneal_lfa(lowerer, start, options, limit, settings.lfa_factor * layers,
+                                rng, deadline, settings.cooling)
+        tensors = len(stage1.program.tensors)
+        result = search_dlsa(stage1.program, stage1.dlsa, stage1.lfa, options.objective,
+                             settings.dlsa_factor * tensors, rng, deadline, settings.cooling)
+        evaluations += n1 + result.iterations
+        this = SaRound(limit, stage1, result.best, n1, result.iterations)
+        rounds.append(this)
+        cost = options.objective.cost(this.stage2.evaluation)
+        if best_round is None or cost < options.objective.cost(best_round.stage2.evaluation):
+            best_round, misses = this, 0
+        else:
+            misses += 1
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        limit -= int(settings.allocator_step * rounds[0].stage1.evaluation.peak_buffer_bytes)
+    assert best_round is not None
+    return MethodResult(best_round.stage2, {"stage1": best_round.stage1,
+                                            "stage2": best_round.stage2}, evaluations)

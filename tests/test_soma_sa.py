@@ -1,0 +1,99 @@
+"""SoMa's two-stage SA: operators keep LFAs valid, stage 2 only improves on stage 1,
+results replay in the simulator, determinism, time limit."""
+
+from __future__ import annotations
+
+import random
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mipsched.evaluate import evaluate
+from mipsched.heuristics.common import SearchOptions
+from mipsched.heuristics.dlsa_search import search_dlsa
+from mipsched.heuristics.lfa_moves import propose
+from mipsched.heuristics.soma_sa import SaSettings, soma_sa
+from mipsched.hw import load_hardware
+from mipsched.schedule.default_dlsa import default_dlsa
+from mipsched.schedule.lowering import Lowerer
+from mipsched.schedule.notation import Lfa
+from mipsched.schedule.validity import check_lfa
+from mipsched.sim import simulate
+from mipsched.solve import solve
+from mipsched.workload import zoo
+from mipsched.workload.zoo.random_dags import random_dag
+
+from strategies import random_lfa
+
+EDGE = load_hardware("edge")
+QUICK = SaSettings(lfa_factor=20, dlsa_factor=50)
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 9))
+def test_lfa_operators_keep_the_structure_valid(seed: int, n: int) -> None:
+    """Every proposal is a topological order with FLCs and DRAM cuts that check_lfa
+    accepts (only the tiling's divisibility is left to lowering)."""
+    wl = random_dag(seed, n_layers=n)
+    rng = random.Random(seed)
+    lfa = random_lfa(wl, rng)
+    for _ in range(30):
+        new = propose(lfa, wl.graph, rng)
+        if new is None:
+            continue
+        check_lfa(wl, new)
+        assert set(new.dram_cuts) <= set(new.flc)
+        assert len(new.tiling) == len(new.flc) + 1
+        lfa = new
+
+
+@pytest.mark.parametrize("name", ["chain5", "resblock", "fsrcnn"])
+def test_stage2_never_worse_and_replays_in_the_simulator(name: str) -> None:
+    wl = zoo.get(name)
+    result = soma_sa(Lowerer(wl, EDGE), SearchOptions(seed=3), QUICK)
+    stage1, stage2 = result.stages["stage1"], result.stages["stage2"]
+    assert stage2.lfa == stage1.lfa
+    assert stage2.evaluation.latency_cycles <= stage1.evaluation.latency_cycles
+    assert stage2.evaluation.energy_pj == pytest.approx(stage1.evaluation.energy_pj)
+    for cand in (stage1, stage2):
+        sim = simulate(cand.program, cand.dlsa)
+        assert sim.latency_cycles == cand.evaluation.latency_cycles
+        assert sim.peak_buffer_bytes <= EDGE.gbuf.capacity_bytes
+    assert stage2.evaluation.latency_cycles >= stage2.program.ideal_cycles
+
+
+def test_sa_beats_the_unfused_baseline_and_is_deterministic() -> None:
+    wl = zoo.get("chain5")
+    hw = EDGE
+    a = solve(wl, hw, "sa", seed=5)
+    b = solve(wl, hw, "sa", seed=5)
+    base = solve(wl, hw, "baseline")
+    assert a.candidate.evaluation.latency_cycles == b.candidate.evaluation.latency_cycles
+    assert a.candidate.lfa == b.candidate.lfa and a.candidate.dlsa == b.candidate.dlsa
+    assert a.candidate.evaluation.edp < base.candidate.evaluation.edp
+    assert a.bound.cycles <= a.candidate.evaluation.latency_cycles
+
+
+def test_dlsa_search_keeps_every_state_valid() -> None:
+    """Start from the default DLSA of a fused resblock and check the best is valid and no
+    worse; the search's incremental buffer bookkeeping must match a fresh profile."""
+    wl = zoo.get("resblock")
+    lowerer = Lowerer(wl, EDGE)
+    program = lowerer.lower(Lfa(tuple(wl.layers), (3,), (4, 2), ()))
+    start = default_dlsa(program)
+    result = search_dlsa(program, start, None, SearchOptions().objective, 3000,
+                         random.Random(0))
+    ev = evaluate(program, result.best.dlsa)
+    assert ev.fits and ev == result.best.evaluation
+    assert ev.latency_cycles <= evaluate(program, start).latency_cycles
+    assert simulate(program, result.best.dlsa).latency_cycles == ev.latency_cycles
+
+
+def test_time_limit_stops_with_the_best_so_far() -> None:
+    wl = zoo.get("resnet50")
+    started = time.perf_counter()
+    result = soma_sa(Lowerer(wl, EDGE), SearchOptions(seed=0, time_limit=2.0))
+    assert time.perf_counter() - started < 8.0
+    assert result.best.evaluation.fits
