@@ -8,7 +8,7 @@ import json
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from mipsched import strict
 from mipsched.errors import InputError
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.hw import PRESETS, load_hardware
+from mipsched.report.compare import compare, to_csv, to_markdown
 from mipsched.report.plot import save_plot
 from mipsched.report.trace import write_csv, write_trace
 from mipsched.schedule.default_dlsa import default_dlsa
@@ -31,7 +32,12 @@ from mipsched.schedule.schedule_file import (
     parse_schedule,
     save_schedule,
 )
-from mipsched.schedule.tile_program import TileProgram, read_json, write_json_atomic
+from mipsched.schedule.tile_program import (
+    TileProgram,
+    read_json,
+    write_json_atomic,
+    write_text_atomic,
+)
 from mipsched.schedule.validity import overflow_message
 from mipsched.sim import simulate
 from mipsched.solve import (
@@ -305,6 +311,70 @@ def plot_cmd(
         sim = simulate(r.program, r.dlsa)
         save_plot(output, r.program, sim, f"{r.program.name} ({r.method})")
         console.print(f"wrote {output}")
+        return 0
+
+    _run(body)
+
+
+@app.command("compare")
+def compare_cmd(
+    nets: list[str] = typer.Argument(..., help="Zoo network names."),
+    methods: str = typer.Option("baseline,sa", "--methods",
+                                help="Comma-separated methods: " + ", ".join(METHODS)),
+    hw: str = typer.Option("edge", "--hw", help="Hardware preset name or YAML file."),
+    batch: int = typer.Option(1, "--batch", min=1, help="Batch size."),
+    baseline: str | None = typer.Option(None, "--baseline", help="Method the ratios are "
+                                        "against [default: the first method]."),
+    objective: str = typer.Option("edp", "--objective", help="edp, latency or energy."),
+    seed: int = typer.Option(0, "--seed"),
+    time_limit: float | None = typer.Option(None, "--time-limit", min=0.0,
+                                            help="Seconds per method and network."),
+    out: Path = typer.Option(Path("out/compare"), "--out", help="Directory for "
+                             "compare.csv and compare.md."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON list only."),
+) -> None:
+    """Run several methods on several networks; print and write one comparison table."""
+
+    def body() -> int:
+        chosen = [m.strip() for m in methods.split(",") if m.strip()]
+        unknown = [m for m in chosen if m not in METHODS]
+        if unknown or not chosen:
+            raise InputError(f"unknown method '{unknown[0] if unknown else methods}' "
+                             f"(available: {', '.join(METHODS)})")
+        base = baseline or chosen[0]
+        if base not in chosen:
+            raise InputError(f"--baseline '{base}' is not among --methods")
+        workloads = [resolve_network(n, batch) for n in nets]
+        hardware = load_hardware(hw)
+        out.mkdir(parents=True, exist_ok=True)
+        with console.status("comparing", spinner="dots") as status:
+            rows = compare(workloads, chosen, hardware, base, seed, time_limit, objective,
+                           progress=None if as_json else status.update)
+        write_text_atomic(out / "compare.csv", to_csv(rows))
+        markdown = to_markdown(rows)
+        write_text_atomic(out / "compare.md", markdown)
+        if as_json:
+            _emit_json([asdict(r) for r in rows])
+        else:
+            table = Table(title=f"compare on {hardware.name}, batch {batch} "
+                                f"(ratios vs {base}; all columns in compare.md)")
+            for title in ("network", "method", "latency", "energy (µJ)", "util", "LG/FLG",
+                          "tiles", "s", "speedup", "energy×"):
+                table.add_column(title, justify="left" if title in ("network", "method")
+                                 else "right")
+            for r in rows:
+                table.add_row(r.network, r.method if r.latency_cycles else
+                              f"{r.method} ({r.status})",
+                              *(("—",) * 4 if r.latency_cycles is None else (
+                                  f"{r.latency_cycles:,}", f"{r.energy_pj / 1e6:,.1f}",
+                                  f"{r.utilization:.1%}" if r.utilization else "—",
+                                  f"{r.n_lg}/{r.n_flg}")),
+                              "—" if r.n_tiles is None else f"{r.n_tiles:,}",
+                              f"{r.runtime_s:.1f}",
+                              "—" if r.speedup is None else f"{r.speedup:.2f}×",
+                              "—" if r.energy_ratio is None else f"{r.energy_ratio:.2f}")
+            console.print(table)
+            console.print(f"wrote {out}/compare.csv and compare.md")
         return 0
 
     _run(body)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mipsched.errors import InputError
@@ -59,6 +59,8 @@ class SolveOutcome:
     seed: int
     time_limit: float | None
     reason: str | None = None
+    stages: dict[str, Candidate] = field(default_factory=dict)
+    """Named intermediate schedules of the method (SA: stage1, stage2)."""
 
 
 def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int = 0,
@@ -86,7 +88,7 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
     status = ("optimal" if candidate.evaluation.latency_cycles == bound.cycles
               else "feasible")
     return SolveOutcome(method, status, candidate, bound, time.perf_counter() - started,
-                        seed, time_limit)
+                        seed, time_limit, stages=result.stages)
 
 
 def replay_rejection(candidate: Candidate) -> str | None:

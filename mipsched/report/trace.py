@@ -14,7 +14,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from mipsched.schedule.tile_program import TileProgram, write_json_atomic
+from mipsched.schedule.tile_program import TileProgram, write_json_atomic, write_text_atomic
 from mipsched.sim.result import SimResult
 
 _PID = 1
@@ -88,7 +88,4 @@ def transfers_csv(sim: SimResult) -> str:
 
 
 def write_csv(path: Path, sim: SimResult) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(transfers_csv(sim))
-    tmp.replace(path)
+    write_text_atomic(path, transfers_csv(sim))

@@ -239,9 +239,14 @@ def read_json(path: Path) -> Any:
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Writes JSON to `path` via a temporary file, so no partial file is ever left."""
+    write_text_atomic(path, json.dumps(data, indent=1))
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Writes `text` to `path` via a temporary file, so no partial file is ever left."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=1))
+    tmp.write_text(text)
     tmp.replace(path)
 
 
