@@ -13,6 +13,7 @@ from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation
 from mipsched.formulations.bounds import LatencyBound, compulsory_bound
 from mipsched.heuristics.baseline import unfused_baseline
+from mipsched.heuristics.cocco import cocco_ga
 from mipsched.heuristics.common import (
     OBJECTIVES,
     Candidate,
@@ -20,6 +21,7 @@ from mipsched.heuristics.common import (
     MethodResult,
     SearchOptions,
 )
+from mipsched.heuristics.partition import dp_partition, greedy_fusion
 from mipsched.heuristics.soma_sa import soma_sa
 from mipsched.hw.model import Hardware
 from mipsched.schedule.lowering import Lowerer
@@ -42,6 +44,12 @@ METHODS: dict[str, Method] = {
                        "double-buffered DLSA", unfused_baseline),
     "sa": Method("SoMa: two-stage simulated annealing (LFA, then DLSA) inside the buffer "
                  "allocator", soma_sa),
+    "cocco": Method("Cocco's GA over partitions of the layer order (FLC set = DRAM cut set), "
+                    "tiling from the core array's parallelism, double-buffered DLSA", cocco_ga),
+    "greedy": Method("Halide-style greedy fusion of adjacent groups, Cocco's tiling rule, "
+                     "double-buffered DLSA", greedy_fusion),
+    "dp": Method("sequential DP over contiguous groups (at most 12 layers), Cocco's tiling "
+                 "rule, double-buffered DLSA", dp_partition),
 }
 
 

@@ -38,6 +38,9 @@ from mipsched.workload.layer import Region
 class _FlgPlan:
     tiles: FlgTiles
     costs: dict[str, list[TileCost | None]]
+    steps: list[tuple[str, int, int, int, float, EnergyParts]]
+    """The FLG's tiles in execution order: (layer, layer index, tile index, cycles, pJ,
+    energy breakdown)."""
 
 
 class Lowerer:
@@ -58,7 +61,13 @@ class Lowerer:
         if plan is None:
             tiles = tile_flg(self.workload, layers, tiling)
             costs = {n: [self._cost(n, r) for r in tiles.produced[n]] for n in layers}
-            plan = self._plans[key] = _FlgPlan(tiles, costs)
+            steps = []
+            for i in range(tiles.grid.count):
+                for n in layers:
+                    c = costs[n][i]
+                    steps.append((n, self._layer_index[n], i, c.cycles if c else 0,
+                                  c.energy_pj if c else 0.0, _parts(c) if c else _NO_ENERGY))
+            plan = self._plans[key] = _FlgPlan(tiles, costs, steps)
         return plan
 
     def _cost(self, name: str, region: Region | None) -> TileCost | None:
@@ -110,16 +119,9 @@ class Lowerer:
             count = plan.tiles.grid.count
             for n in layers:
                 pos[n] = [0] * count
-            for i in range(count):
-                for n in layers:
-                    pos[n][i] = len(tiles)
-                    c = plan.costs[n][i]
-                    if c is None:
-                        tiles.append(Tile(len(tiles), self._layer_index[n], n, i, 0, 0.0,
-                                          lg_of[n], g, _NO_ENERGY))
-                    else:
-                        tiles.append(Tile(len(tiles), self._layer_index[n], n, i, c.cycles,
-                                          c.energy_pj, lg_of[n], g, _parts(c)))
+            for n, index, i, cycles, energy, parts in plan.steps:
+                pos[n][i] = len(tiles)
+                tiles.append(Tile(len(tiles), index, n, i, cycles, energy, lg_of[n], g, parts))
         n_tiles = len(tiles)
         stored = {n for n in order if n in wl.outputs
                   or any(lg_of[v] != lg_of[n] for v in wl.consumers(n))}
