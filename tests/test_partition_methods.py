@@ -12,7 +12,7 @@ import pytest
 from mipsched.heuristics.cocco import GaSettings, cocco_ga, crossover, mutate
 from mipsched.heuristics.common import InfeasibleError, MethodResult, SearchOptions
 from mipsched.heuristics.partition import dp_partition, greedy_fusion
-from mipsched.heuristics.tiling_rule import group_tiling, layer_tiling, min_tile
+from mipsched.heuristics.tiling_rule import accepts, group_tiling, layer_tiling, min_tile
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.sim import simulate
@@ -188,10 +188,14 @@ def test_tiling_rule_is_finer_for_wider_layers() -> None:
 def test_tiling_rule_on_resnet50() -> None:
     """Batch 1 on edge: 4 x 4 minimum tiles, so the tiling number follows the output
     plane per stage (conv1 112^2, then 56^2, 28^2, 14^2, 7^2) and groups take the largest
-    power of two below their smallest layer's number."""
+    power of two below their largest layer's number (Cocco's conservative, fine tiles); a
+    group that cannot be tiled that finely is not a valid Cocco group."""
     wl = zoo.get("resnet50")
     stages = ["conv1", "conv_2_0_c", "conv_3_0_c", "conv_4_0_c", "conv_5_0_c", "fc"]
     assert min_tile(wl, EDGE, "conv1").unrolling == "HW"
     assert [layer_tiling(wl, EDGE, n) for n in stages] == [784, 196, 49, 16, 4, 1]
     assert [group_tiling(wl, EDGE, (n,)) for n in stages] == [512, 128, 32, 16, 4, 1]
-    assert group_tiling(wl, EDGE, ("conv1", "pool1")) == 128
+    assert group_tiling(wl, EDGE, ("conv1", "pool1")) == 512
+    assert accepts(wl, ("conv1", "pool1"), 512)
+    assert not accepts(wl, ("conv_5_2_res", "pool5", "fc"),
+                       group_tiling(wl, EDGE, ("conv_5_2_res", "pool5", "fc")))

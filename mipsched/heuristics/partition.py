@@ -130,8 +130,7 @@ class Partitioner:
         in the middle, or, as a single layer, tiled finer. Raises InfeasibleError naming
         the layer when neither helps."""
         original = cuts
-        if original in self._repaired:
-            return self._repaired[original]
+        cuts = self._repaired.get(original, original)  # re-checked: refinements may differ
         while True:
             bad = self._unplannable(cuts)
             over: int | None = None

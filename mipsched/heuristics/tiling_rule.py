@@ -12,11 +12,13 @@ when the batch is unrolled, else 1), and h x w = min(dim, 4) on an axis that is 
 unrolled, min(dim, PE dim) on one that is. The layer's tiling number is the number of such
 tiles in its output: ceil(batch / b) x ceil(H / h) x ceil(W / w).
 
-A group's (LG = FLG) tiling number is the largest power of two not above the smallest
-tiling number of its layers: no layer's tiles fall below its minimum tile (which would
-leave PEs idle), and a power of two always factors into a near-square batch x H x W grid;
-if `choose_grid` still rejects it (a small plane), it is halved until accepted (1 always
-is).
+A group's (LG = FLG) tiling number is the largest power of two not above the *largest*
+tiling number of its layers: Cocco sizes tiles by the parallelism the core array needs,
+conservatively, so the group is cut as finely as its most demanding layer asks (SoMa
+§VII-B1: Cocco's tiling numbers are higher than SoMa's). A group whose layers cannot all
+be split that finely (`choose_grid` rejects it: e.g. a 1 x 1 fc plane in a group of large
+convolutions) is not a valid Cocco group; the partition methods split it. A single layer
+always gets a tiling (halved until accepted).
 
 Channel dims enter the rule only through the batch: a layer whose channels fill the array
 (CK) gets one sample per tile, one with few output channels (CB / BK) packs up to PE-dim
@@ -91,10 +93,12 @@ def layer_tiling(workload: Workload, hw: Hardware, name: str) -> int:
 
 
 def group_tiling(workload: Workload, hw: Hardware, layers: tuple[str, ...]) -> int:
-    """Largest power of two <= every layer's tiling number that `choose_grid` accepts."""
-    least = min(layer_tiling(workload, hw, n) for n in layers)
-    tiling = 1 << (least.bit_length() - 1)
-    while tiling > 1 and not accepts(workload, layers, tiling):
+    """Largest power of two <= the largest tiling number of the group's layers; for a
+    single layer, halved until `choose_grid` accepts it. (For a group the result may be
+    rejected by `choose_grid`: such a group is invalid and gets split.)"""
+    most = max(layer_tiling(workload, hw, n) for n in layers)
+    tiling = 1 << (most.bit_length() - 1)
+    while len(layers) == 1 and tiling > 1 and not accepts(workload, layers, tiling):
         tiling //= 2
     return tiling
 
