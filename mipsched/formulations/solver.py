@@ -1,0 +1,72 @@
+"""The one place that runs OR-Tools CP-SAT (STYLE: one facade for solvers).
+
+Models are built in `mipsched.formulations`; this module solves them under a time limit
+and a thread count, and returns a frozen, typed result.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+from ortools.sat.python import cp_model
+
+CpModel = cp_model.CpModel
+IntVar = cp_model.IntVar
+
+_STATUS = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
+           cp_model.INFEASIBLE: "infeasible", cp_model.MODEL_INVALID: "invalid",
+           cp_model.UNKNOWN: "unknown"}
+
+
+@dataclass(frozen=True)
+class SolveStatus:
+    """Outcome of one CP-SAT run. `objective` / `bound` are in the model's units."""
+
+    status: str
+    """optimal / feasible / infeasible / invalid / unknown (no solution in time)."""
+    objective: float | None
+    bound: float | None
+    wall_seconds: float
+    workers: int
+
+    @property
+    def has_solution(self) -> bool:
+        return self.status in ("optimal", "feasible")
+
+
+def default_workers() -> int:
+    return max(1, os.cpu_count() or 1)
+
+
+class Solution:
+    """Values of a solved model's variables (valid only when a solution exists)."""
+
+    def __init__(self, solver: cp_model.CpSolver) -> None:
+        self._solver = solver
+
+    def value(self, expr) -> int:
+        return int(self._solver.value(expr))
+
+    def boolean(self, literal) -> bool:
+        return bool(self._solver.boolean_value(literal))
+
+
+def solve(model: cp_model.CpModel, time_limit: float | None, workers: int | None = None,
+          seed: int = 0) -> tuple[SolveStatus, Solution]:
+    """Solves `model` (which carries its objective and hints)."""
+    solver = cp_model.CpSolver()
+    threads = workers or default_workers()
+    solver.parameters.num_workers = threads
+    solver.parameters.random_seed = seed
+    if time_limit is not None:
+        solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
+    started = time.perf_counter()
+    code = solver.solve(model)
+    elapsed = time.perf_counter() - started
+    status = _STATUS.get(code, "unknown")
+    has = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    return (SolveStatus(status, solver.objective_value if has else None,
+                        solver.best_objective_bound if has else None, elapsed, threads),
+            Solution(solver))
