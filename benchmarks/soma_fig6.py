@@ -156,6 +156,7 @@ def main() -> None:
     args = parser.parse_args()
     cases = [tuple(c.split(":")) for c in args.cases] if args.cases else CASES
     work = [(net, hw, b) for b in args.batches for net, hw in cases]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run_case, net, hw, b, args.time_limit, args.seed)
                    for net, hw, b in work]
@@ -163,11 +164,14 @@ def main() -> None:
         for (net, hw, b), fut in zip(work, futures, strict=True):
             results.append(fut.result())
             print(f"done {net}/{hw}/b{b}", flush=True)
-    text = report(results)
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
-    with args.out.with_suffix(".csv").open("w", newline="") as f:
+            write(args.out, results)  # the table so far, in case the run is cut short
+    print(report(results))
+
+
+def write(out: Path, results: list[CaseResult]) -> None:
+    """The markdown report and the CSV of every finished case."""
+    out.write_text(report(results))
+    with out.with_suffix(".csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(asdict(results[0])) + [
             "speedup", "stage1_speedup", "energy_change", "gap_to_ideal"])
         writer.writeheader()

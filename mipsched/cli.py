@@ -45,8 +45,11 @@ from mipsched.solve import (
     certificate_json,
     evaluation_json,
     outcome_json,
+    program_certificate,
+    program_json,
     simulation_json,
     solve,
+    solve_program,
 )
 from mipsched.workload import zoo
 from mipsched.workload.graph import Workload
@@ -119,39 +122,47 @@ def _figures_table(title: str, rows: dict[str, Any]) -> Table:
 
 @app.command("solve")
 def solve_cmd(
-    net: str = typer.Argument(..., help="Zoo network name (see `mipsched zoo`)."),
+    net: str = typer.Argument(..., help="Zoo network name (see `mipsched zoo`), or a "
+                              "tile-program / DLSA-instance JSON (only its DLSA is solved)."),
     hw: str = typer.Option("edge", "--hw", help="Hardware preset name or YAML file."),
     batch: int = typer.Option(1, "--batch", min=1, help="Batch size."),
     elem_bytes: int = typer.Option(1, "--elem-bytes", min=1,
                                    help="Bytes per element (1 = INT8)."),
-    method: str = typer.Option("baseline", "--method", help="Scheduling method: "
-                               + "; ".join(f"{k} = {m.description}"
-                                           for k, m in METHODS.items())),
+    method: str | None = typer.Option(None, "--method", help="Scheduling method "
+                                      "[default: baseline for a network, cpsat for a tile "
+                                      "program]: " + "; ".join(
+                                          f"{k} = {m.description}"
+                                          for k, m in METHODS.items())),
     objective: str = typer.Option("edp", "--objective", help="What to minimise: edp "
                                   "(energy x delay), latency or energy."),
     seed: int = typer.Option(0, "--seed", help="Random seed (recorded in the certificate)."),
     time_limit: float | None = typer.Option(None, "--time-limit", min=0.0, help="Seconds."),
+    workers: int | None = typer.Option(None, "--workers", min=1,
+                                       help="CP-SAT threads [default: all cores]."),
     out: Path | None = typer.Option(None, "--out", help="Output directory "
-                                    "[default: out/NET-HW-bBATCH]."),
+                                    "[default: out/NET-HW-bBATCH or out/INSTANCE]."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
 ) -> None:
     """Schedule NET on a hardware; write schedule.json, certificate.json and the tile
     program (program.json, the dlsa-instance format) into --out."""
 
     def body() -> int:
+        if net.endswith(".json"):
+            return _solve_program(Path(net), method or "cpsat", seed, time_limit, workers,
+                                  out, as_json)
+        chosen = method or "baseline"
         workload = resolve_network(net, batch, elem_bytes)
         hardware = load_hardware(hw)
-        outcome = solve(workload, hardware, method, seed, time_limit, objective)
+        outcome = solve(workload, hardware, chosen, seed, time_limit, objective)
         out_dir = out or Path("out") / _safe(f"{workload.name}-{hardware.name}-b{batch}")
         out_dir.mkdir(parents=True, exist_ok=True)
         result = outcome_json(outcome, workload)
         if outcome.candidate is not None:
             c = outcome.candidate
             save_schedule(out_dir / "schedule.json", workload, hardware, c.lfa, c.dlsa,
-                          c.program.tensors, method, result)
-            # the baseline's DLSA is the default (double-buffered) one
-            c.program.solutions["default"] = (c.dlsa, c.evaluation.latency_cycles,
-                                              c.evaluation.peak_buffer_bytes)
+                          c.program.tensors, chosen, result)
+            c.program.solutions[chosen] = (c.dlsa, c.evaluation.latency_cycles,
+                                           c.evaluation.peak_buffer_bytes)
             c.program.save(out_dir / "program.json")
         else:
             for stale in ("schedule.json", "program.json"):
@@ -162,7 +173,7 @@ def solve_cmd(
             _emit_json(result)
         else:
             console.print(_figures_table(
-                f"{workload.name} on {hardware.name}, batch {batch} — {method}", result))
+                f"{workload.name} on {hardware.name}, batch {batch} — {chosen}", result))
             console.print(f"wrote {out_dir}/")
         if outcome.candidate is None:
             print(f"mipsched: no schedule: {outcome.reason}", file=sys.stderr)
@@ -172,8 +183,29 @@ def solve_cmd(
     _run(body)
 
 
+def _solve_program(file: Path, method: str, seed: int, time_limit: float | None,
+                   workers: int | None, out: Path | None, as_json: bool) -> int:
+    """`solve INSTANCE.json`: search the DLSA of a fixed tile program."""
+    program = TileProgram.from_json(read_json(file))
+    outcome = solve_program(program, method, seed, time_limit, workers)
+    out_dir = out or Path("out") / _safe(file.stem)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    program.solutions[method] = (outcome.dlsa, outcome.evaluation.latency_cycles,
+                                 outcome.evaluation.peak_buffer_bytes)
+    program.save(out_dir / "program.json")
+    write_json_atomic(out_dir / "certificate.json", program_certificate(outcome, program))
+    result = program_json(outcome, program)
+    if as_json:
+        _emit_json(result)
+    else:
+        console.print(_figures_table(f"{file.name} — {method}", result))
+        console.print(f"wrote {out_dir}/ (replay: mipsched eval {out_dir}/program.json "
+                      f"--solution {method})")
+    return 0
+
+
 FILE_HELP = ("schedule.json, or a tile-program / DLSA instance JSON (its `reference` "
-             "solution, else `default`).")
+             "solution, else its only stored one, else `default`).")
 SOLUTION_HELP = "For an instance: which stored DLSA to replay (reference, default)."
 
 
@@ -198,7 +230,9 @@ def _load(file: Path, solution: str | None) -> _Replayable:
         check_tensor_names(sched.tensor_names, program.tensors)
         return _Replayable(program, sched.dlsa, sched.workload, sched.method)
     program = TileProgram.from_json(data)
-    name = solution or ("reference" if "reference" in program.solutions else "default")
+    stored = list(program.solutions)
+    name = solution or ("reference" if "reference" in stored
+                        else stored[0] if len(stored) == 1 else "default")
     if name in program.solutions:
         return _Replayable(program, program.solutions[name][0], None, name)
     if solution is None:

@@ -4,14 +4,16 @@
 from __future__ import annotations
 
 import importlib.metadata
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from mipsched.errors import InputError
-from mipsched.evaluate import Evaluation
+from mipsched.evaluate import Evaluation, evaluate
 from mipsched.formulations.bounds import LatencyBound, compulsory_bound
+from mipsched.formulations.dlsa import improve_dlsa
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
 from mipsched.heuristics.common import (
@@ -19,12 +21,16 @@ from mipsched.heuristics.common import (
     Candidate,
     InfeasibleError,
     MethodResult,
+    Objective,
     SearchOptions,
 )
+from mipsched.heuristics.dlsa_search import search_dlsa
 from mipsched.heuristics.partition import dp_partition, greedy_fusion
 from mipsched.heuristics.soma_sa import soma_sa
 from mipsched.hw.model import Hardware
+from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
+from mipsched.schedule.notation import Dlsa
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.sim import SimResult, SimulationError, simulate
 from mipsched.workload.graph import Workload
@@ -215,3 +221,111 @@ def _version(pkg: str) -> str | None:
         return importlib.metadata.version(pkg)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+#: Methods for a tile program whose LFA is fixed (only the DLSA is searched).
+PROGRAM_METHODS = ("cpsat", "sa")
+
+
+@dataclass(frozen=True)
+class ProgramOutcome:
+    """Result of solving the DLSA of a fixed tile program."""
+
+    method: str
+    status: str
+    """optimal (latency equals a proven bound) / feasible."""
+    dlsa: Dlsa
+    evaluation: Evaluation
+    lower_bound_cycles: int
+    """Proven bound from the model, else the program's ideal (always valid)."""
+    start_name: str
+    """Which DLSA the search started from (reference, default)."""
+    start_latency: int
+    models: list[dict[str, Any]]
+    wall_seconds: float
+
+
+def solve_program(program: TileProgram, method: str = "cpsat", seed: int = 0,
+                  time_limit: float | None = None, workers: int | None = None
+                  ) -> ProgramOutcome:
+    """Searches the DLSA of `program`, starting from its `reference` solution when it has
+    one (else the default DLSA); replays the result in the simulator."""
+    if method not in PROGRAM_METHODS:
+        raise InputError(f"method '{method}' does not apply to a tile program "
+                         f"(available: {', '.join(PROGRAM_METHODS)})")
+    started = time.perf_counter()
+    name = "reference" if "reference" in program.solutions else "default"
+    start = program.solutions[name][0] if name in program.solutions else default_dlsa(program)
+    start_ev = evaluate(program, start)
+    if not start_ev.fits:
+        raise InputError(f"the {name} DLSA of this program overflows the buffer")
+    models: list[dict[str, Any]] = []
+    bound = program.ideal_cycles
+    if method == "cpsat":
+        result = improve_dlsa(program, start, time_limit, workers, seed)
+        dlsa = result.dlsa
+        if result.lower_bound is not None:
+            bound = max(bound, result.lower_bound)
+        models = [{"model": "dlsa", "scope": "whole" if result.whole else "window",
+                   "status": s.status, "objective": s.objective, "bound": s.bound,
+                   "wall_seconds": s.wall_seconds, "workers": s.workers}
+                  for s in result.statuses]
+    else:
+        deadline = None if time_limit is None else time_limit
+        dlsa = search_dlsa(program, start, None, Objective(), 1000 * len(program.tensors),
+                           random.Random(seed),
+                           None if deadline is None else time.perf_counter() + deadline
+                           ).best.dlsa
+    ev = evaluate(program, dlsa)
+    rejection = replay_rejection(Candidate(None, program, dlsa, ev))
+    if rejection is not None:  # never report what the simulator refuses: keep the start
+        models.append({"model": "simulator", "status": "rejected", "reason": rejection})
+        dlsa, ev = start, start_ev
+    status = "optimal" if ev.latency_cycles == bound else "feasible"
+    return ProgramOutcome(method, status, dlsa, ev, bound, name, start_ev.latency_cycles,
+                          models, time.perf_counter() - started)
+
+
+def program_json(outcome: ProgramOutcome, program: TileProgram) -> dict[str, Any]:
+    """Result object of `solve INSTANCE.json --json`."""
+    ev = outcome.evaluation
+    reference = program.solutions.get("reference")
+    totals = program.totals
+    return {
+        "instance": program.name,
+        **evaluation_json(ev, None),
+        "total_macs": totals.total_macs if totals else None,
+        "weight_bytes": totals.weight_bytes if totals else None,
+        "method": outcome.method,
+        "status": outcome.status,
+        "lower_bound_cycles": outcome.lower_bound_cycles,
+        "gap": (ev.latency_cycles - outcome.lower_bound_cycles) / ev.latency_cycles,
+        "ideal_cycles": program.ideal_cycles,
+        "reference_latency_cycles": reference[1] if reference else None,
+        "start": outcome.start_name,
+        "start_latency_cycles": outcome.start_latency,
+        "wall_seconds": outcome.wall_seconds,
+    }
+
+
+def program_certificate(outcome: ProgramOutcome, program: TileProgram) -> dict[str, Any]:
+    """certificate.json for a solved tile program."""
+    ev = outcome.evaluation
+    return {
+        "format": "mipsched-certificate",
+        "version": 1,
+        "instance": {"name": program.name, "source": program.source,
+                     "tiles": program.n_tiles, "dram_tensors": len(program.tensors)},
+        "method": outcome.method,
+        "solver_versions": {pkg: _version(pkg) for pkg in ("mipsched", "ortools", "pulp")},
+        "incumbent": {"latency_cycles": ev.latency_cycles, "energy_pj": ev.energy_pj,
+                      "edp": ev.edp},
+        "lower_bound": {"latency_cycles": outcome.lower_bound_cycles,
+                        "derivation": "max(sum of tile cycles, sum of DRAM cycles) of this "
+                                      "LFA, raised to the DLSA model's proven bound when the "
+                                      "whole program was solved"},
+        "gap": (ev.latency_cycles - outcome.lower_bound_cycles) / ev.latency_cycles,
+        "status": outcome.status,
+        "models": outcome.models,
+        "wall_seconds": outcome.wall_seconds,
+    }

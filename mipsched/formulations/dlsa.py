@@ -24,6 +24,7 @@ later than the model says; so the optimum equals the best DLSA's latency.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from mipsched.evaluate import evaluate, timeline
@@ -50,10 +51,15 @@ class DlsaSolution:
 
 
 class _Model:
-    """The CP-SAT model of one tile program (optionally without some groups)."""
+    """The CP-SAT model of one tile program (optionally without some groups). `ranges`
+    narrows each tensor's free end (Start of a load, End of a store) to [lo, hi];
+    `chain` lists tensors whose relative DRAM order is kept as given."""
 
-    def __init__(self, program: TileProgram, groups: frozenset[str] = GROUPS) -> None:
+    def __init__(self, program: TileProgram, groups: frozenset[str] = GROUPS,
+                 ranges: list[tuple[int, int]] | None = None,
+                 chain: list[int] | None = None) -> None:
         self.program = program
+        self.ranges = ranges or [(t.lo, t.hi) for t in program.tensors]
         self.model = m = CpModel()
         n = program.n_tiles
         tensors = program.tensors
@@ -70,15 +76,18 @@ class _Model:
             m.add_no_overlap([m.new_fixed_size_interval_var(self.a[i], t.access_cycles,
                                                              f"x{i}")
                               for i, t in enumerate(tensors)])
+        for earlier, later in zip(chain or [], (chain or [])[1:], strict=False):
+            m.add(self.a[later] >= self.a[earlier] + tensors[earlier].access_cycles)
         for i, t in enumerate(tensors):
-            lits = {tt: m.new_bool_var(f"f{i}_{tt}") for tt in range(t.lo, t.hi)}
-            for tt in range(t.lo, t.hi - 1):
+            lo, hi = self.ranges[i]
+            lits = {tt: m.new_bool_var(f"f{i}_{tt}") for tt in range(lo, hi)}
+            for tt in range(lo, hi - 1):
                 m.add_implication(lits[tt], lits[tt + 1])
             self.free.append(lits)
             done = self.a[i] + t.access_cycles
             if t.is_load:
                 if "load_release" in groups:
-                    for v in range(max(t.lo, 1), t.hi + 1):
+                    for v in range(max(lo, 1), hi + 1):
                         if v - 1 in lits:   # Start >= v  <=>  not z[v-1]
                             m.add(self.a[i] >= self.e[v - 1]).only_enforce_if(
                                 lits[v - 1].negated())
@@ -90,7 +99,7 @@ class _Model:
                 if "store_release" in groups:
                     m.add(self.a[i] >= self.e[t.producer])
                 if "store_need" in groups:
-                    for v in range(t.lo, min(t.hi, n - 1) + 1):
+                    for v in range(lo, min(hi, n - 1) + 1):
                         if v in lits:       # End <= v  <=>  w[v]
                             m.add(self.s[v] >= done).only_enforce_if(lits[v])
                         else:               # v == hi < n: End <= hi always
@@ -114,17 +123,18 @@ class _Model:
         terms: list[list] = [[] for _ in range(n + 1)]
         for i, t in enumerate(program.tensors):
             lits = self.free[i]
+            lo, hi = self.ranges[i]
             if t.is_load:   # live at t for Start <= t < End: z[t] (or 1 once t >= hi)
-                for tt in range(t.lo, t.fixed):
+                for tt in range(lo, t.fixed):
                     if tt in lits:
                         terms[tt + 1].append(t.bytes * lits[tt])
                     else:
                         fixed[tt + 1] += t.bytes
             else:           # live at t for producer <= t < End: not w[t] (0 once t >= hi)
-                for tt in range(t.producer, t.hi):
+                for tt in range(t.producer, hi):
                     if tt in lits:
                         terms[tt + 1].append(t.bytes * (1 - lits[tt]))
-                    elif tt < t.lo:
+                    elif tt < lo:
                         fixed[tt + 1] += t.bytes
         cap = program.buffer_capacity_bytes
         for k in range(n + 1):
@@ -151,7 +161,7 @@ class _Model:
         living = []
         for i, t in enumerate(tensors):
             free = next((tt for tt, lit in sorted(self.free[i].items())
-                         if solution.boolean(lit)), t.hi)
+                         if solution.boolean(lit)), self.ranges[i][1])
             living.append(t.living(free))
         starts = [solution.value(a) for a in self.a]
         order = sorted(range(len(tensors)),
@@ -188,3 +198,101 @@ def solve_dlsa(program: TileProgram, hint: Dlsa | None = None,
     if status.status == "infeasible" and groups == GROUPS:
         bound = None
     return DlsaSolution(dlsa, latency, status, bound, improved)
+
+
+#: A whole program is solved at once when its free-end literals number at most this.
+WHOLE_MODEL_LITERALS = 40_000
+
+
+@dataclass(frozen=True)
+class WindowSettings:
+    """Sliding windows over the tile sequence: `tiles` per window, consecutive windows
+    sharing `overlap` tiles, at most `seconds` of CP-SAT each."""
+
+    tiles: int = 48
+    overlap: int = 16
+    seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class DlsaImprovement:
+    """Result of `improve_dlsa`: the best DLSA, its latency, how it was found."""
+
+    dlsa: Dlsa
+    latency_cycles: int
+    statuses: list[SolveStatus]
+    lower_bound: int | None
+    """Proven bound (whole-program model only)."""
+    windows: int
+    whole: bool
+
+
+def improve_dlsa(program: TileProgram, incumbent: Dlsa, time_limit: float | None = None,
+                 workers: int | None = None, seed: int = 0,
+                 settings: WindowSettings | None = None) -> DlsaImprovement:
+    """The DLSA model over the whole program when it is small enough (exact, with a
+    proven bound), else over sliding windows of tiles: a window frees the tensors whose
+    living duration touches it (their free end within the window, their order anywhere)
+    and keeps every other tensor's living duration and relative order at the incumbent;
+    windows slide until a full pass improves nothing or time runs out. Never worse than
+    the incumbent."""
+    settings = settings or WindowSettings()
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
+    best = incumbent
+    best_latency = evaluate(program, incumbent).latency_cycles
+    literals = sum(t.hi - t.lo for t in program.tensors)
+    statuses: list[SolveStatus] = []
+    if literals <= WHOLE_MODEL_LITERALS:
+        result = solve_dlsa(program, incumbent, time_limit, workers, seed)
+        statuses.append(result.status)
+        if result.latency_cycles is not None and result.latency_cycles < best_latency:
+            best, best_latency = result.dlsa, result.latency_cycles
+        return DlsaImprovement(best, best_latency, statuses, result.lower_bound, 1, True)
+    n = program.n_tiles
+    step = max(1, settings.tiles - settings.overlap)
+    windows = 0
+    improved = True
+    while improved:
+        improved = False
+        for w0 in range(0, n, step):
+            left = None if deadline is None else deadline - time.perf_counter()
+            if left is not None and left <= 0:
+                return DlsaImprovement(best, best_latency, statuses, None, windows, False)
+            w1 = min(n, w0 + settings.tiles)
+            ranges, chain = _window(program, best, w0, w1)
+            budget = settings.seconds if left is None else min(settings.seconds, left)
+            model = _Model(program, GROUPS, ranges, chain)
+            model.hint(best)
+            status, solution = solve(model.model, budget, workers, seed)
+            statuses.append(status)
+            windows += 1
+            if not status.has_solution:
+                continue
+            candidate = model.decode(solution)
+            try:
+                ev = evaluate(program, candidate)
+            except ScheduleError:
+                continue
+            if ev.fits and ev.latency_cycles < best_latency:
+                best, best_latency, improved = candidate, ev.latency_cycles, True
+            if w1 == n:
+                break
+    return DlsaImprovement(best, best_latency, statuses, None, windows, False)
+
+
+def _window(program: TileProgram, incumbent: Dlsa, w0: int, w1: int
+            ) -> tuple[list[tuple[int, int]], list[int]]:
+    """Free-end ranges (free tensors: clipped to the window; others: their incumbent
+    value) and the chain of fixed tensors in incumbent order."""
+    ranges = []
+    free = set()
+    for i, t in enumerate(program.tensors):
+        value = t.free_end(incumbent.living[i])
+        if w0 - 1 <= value <= w1 or w0 <= t.fixed <= w1:
+            lo, hi = max(t.lo, w0 - 1), min(t.hi, w1)
+            ranges.append((min(lo, value), max(hi, value)))
+            free.add(i)
+        else:
+            ranges.append((value, value))
+    chain = [i for i in incumbent.order if i not in free]
+    return ranges, chain

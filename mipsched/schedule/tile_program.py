@@ -24,6 +24,8 @@ from mipsched.schedule.notation import Dlsa, ScheduleError
 
 FORMAT = "dlsa-instance"
 VERSION = 1
+#: Solutions stored at the top level, as the SoMa exports do; others go under "solutions".
+INSTANCE_SOLUTIONS = ("default", "reference")
 
 
 class TensorKind(StrEnum):
@@ -195,7 +197,11 @@ class TileProgram:
         if self.totals is not None:
             out["workload"] = dataclasses.asdict(self.totals)
         for key, (dlsa, latency, peak) in self.solutions.items():
-            out[key] = {**dlsa.to_json(), "latency_cycles": latency, "max_buffer_bytes": peak}
+            entry = {**dlsa.to_json(), "latency_cycles": latency, "max_buffer_bytes": peak}
+            if key in INSTANCE_SOLUTIONS:
+                out[key] = entry
+            else:
+                out.setdefault("solutions", {})[key] = entry
         return out
 
     def save(self, path: Path) -> None:
@@ -301,12 +307,14 @@ def _parse_program(data: Any) -> TileProgram:
         totals=totals,
         source=dict(root.obj("source", {}).data),
     )
-    for key in ("default", "reference"):
-        if root.has(key):
-            sol = root.obj(key)
-            program.solutions[key] = (Dlsa.from_json(sol.data, key),
-                                      sol.int("latency_cycles", lo=0),
-                                      sol.int("max_buffer_bytes", lo=0))
+    named = [(key, root.obj(key)) for key in INSTANCE_SOLUTIONS if root.has(key)]
+    if root.has("solutions"):
+        extra = root.obj("solutions")
+        named += [(key, extra.obj(key)) for key in extra.data]
+    for key, sol in named:
+        program.solutions[key] = (Dlsa.from_json(sol.data, sol.path),
+                                  sol.int("latency_cycles", lo=0),
+                                  sol.int("max_buffer_bytes", lo=0))
     return program
 
 
