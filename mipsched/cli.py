@@ -129,7 +129,7 @@ def solve_cmd(
     elem_bytes: int = typer.Option(1, "--elem-bytes", min=1,
                                    help="Bytes per element (1 = INT8)."),
     method: str | None = typer.Option(None, "--method", help="Scheduling method "
-                                      "[default: baseline for a network, cpsat for a tile "
+                                      "[default: auto for a network, cpsat for a tile "
                                       "program]: " + "; ".join(
                                           f"{k} = {m.description}"
                                           for k, m in METHODS.items())),
@@ -150,10 +150,10 @@ def solve_cmd(
         if net.endswith(".json"):
             return _solve_program(Path(net), method or "cpsat", seed, time_limit, workers,
                                   out, as_json)
-        chosen = method or "baseline"
+        chosen = method or "auto"
         workload = resolve_network(net, batch, elem_bytes)
         hardware = load_hardware(hw)
-        outcome = solve(workload, hardware, chosen, seed, time_limit, objective)
+        outcome = solve(workload, hardware, chosen, seed, time_limit, objective, workers)
         out_dir = out or Path("out") / _safe(f"{workload.name}-{hardware.name}-b{batch}")
         out_dir.mkdir(parents=True, exist_ok=True)
         result = outcome_json(outcome, workload)

@@ -14,6 +14,7 @@ from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation, evaluate
 from mipsched.formulations.bounds import LatencyBound, compulsory_bound
 from mipsched.formulations.dlsa import improve_dlsa
+from mipsched.heuristics.auto import auto
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
 from mipsched.heuristics.common import (
@@ -50,6 +51,8 @@ METHODS: dict[str, Method] = {
                        "double-buffered DLSA", unfused_baseline),
     "sa": Method("SoMa: two-stage simulated annealing (LFA, then DLSA) inside the buffer "
                  "allocator", soma_sa),
+    "auto": Method("SA for 60 % of the time budget, then the exact CP-SAT DLSA model "
+                   "(whole program or windows) on its best LFA", auto),
     "cocco": Method("Cocco's GA over partitions of the layer order (FLC set = DRAM cut set), "
                     "tiling from the core array's parallelism, double-buffered DLSA", cocco_ga),
     "greedy": Method("Halide-style greedy fusion of adjacent groups, Cocco's tiling rule, "
@@ -75,10 +78,13 @@ class SolveOutcome:
     reason: str | None = None
     stages: dict[str, Candidate] = field(default_factory=dict)
     """Named intermediate schedules of the method (SA: stage1, stage2)."""
+    models: list[dict[str, Any]] = field(default_factory=list)
+    """CP-SAT models the method solved (for the certificate)."""
 
 
 def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int = 0,
-          time_limit: float | None = None, objective: str = "edp") -> SolveOutcome:
+          time_limit: float | None = None, objective: str = "edp",
+          workers: int | None = None) -> SolveOutcome:
     """Runs `method` on the workload; never returns a schedule that overflows."""
     if method not in METHODS:
         raise InputError(f"unknown method '{method}' (available: {', '.join(METHODS)})")
@@ -87,7 +93,7 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
                          f"{', '.join(OBJECTIVES)})")
     started = time.perf_counter()
     bound = compulsory_bound(workload, hw)
-    options = SearchOptions(seed, time_limit, OBJECTIVES[objective])
+    options = SearchOptions(seed, time_limit, OBJECTIVES[objective], workers)
     try:
         result = METHODS[method].run(Lowerer(workload, hw), options)
     except InfeasibleError as err:
@@ -102,7 +108,7 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
     status = ("optimal" if candidate.evaluation.latency_cycles == bound.cycles
               else "feasible")
     return SolveOutcome(method, status, candidate, bound, time.perf_counter() - started,
-                        seed, time_limit, stages=result.stages)
+                        seed, time_limit, stages=result.stages, models=result.models)
 
 
 def replay_rejection(candidate: Candidate) -> str | None:
@@ -212,7 +218,7 @@ def certificate_json(outcome: SolveOutcome, workload: Workload, hw: Hardware) ->
         (ev.latency_cycles - outcome.bound.cycles) / ev.latency_cycles,
         "status": outcome.status,
         "reason": outcome.reason,
-        "models": [],
+        "models": outcome.models,
     }
 
 

@@ -97,7 +97,8 @@ def test_unreadable_files(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def schedule(tmp_path_factory) -> dict:
     out = tmp_path_factory.mktemp("s")
-    assert runner.invoke(app, ["solve", "chain3", "--out", str(out)]).exit_code == 0
+    assert runner.invoke(app, ["solve", "chain3", "--method", "baseline", "--out",
+                                str(out)]).exit_code == 0
     return json.loads((out / "schedule.json").read_text())
 
 

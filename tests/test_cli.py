@@ -25,7 +25,8 @@ def run(*args: str):
                                                   ("gpt2_small_decode", "edge", "2")])
 def test_solve_then_eval_reproduces_the_numbers(tmp_path: Path, net: str, hw: str,
                                                  batch: str) -> None:
-    solved = run("solve", net, "--hw", hw, "--batch", batch, "--out", str(tmp_path), "--json")
+    solved = run("solve", net, "--hw", hw, "--batch", batch, "--method", "baseline", "--out",
+                 str(tmp_path), "--json")
     assert solved.exit_code == 0, solved.output
     result = json.loads(solved.stdout)
     assert set(result) >= REQUIRED_KEYS
@@ -46,13 +47,14 @@ def test_solve_then_eval_reproduces_the_numbers(tmp_path: Path, net: str, hw: st
 
 
 def test_human_output_is_a_table(tmp_path: Path) -> None:
-    out = run("solve", "chain3", "--out", str(tmp_path))
+    out = run("solve", "chain3", "--method", "baseline", "--out", str(tmp_path))
     assert out.exit_code == 0
     assert "latency_cycles" in out.stdout and "chain3 on edge" in out.stdout
 
 
 def test_infeasible_network_reports_the_layer(tmp_path: Path) -> None:
-    out = run("solve", "vgg16", "--hw", "edge", "--out", str(tmp_path), "--json")
+    out = run("solve", "vgg16", "--hw", "edge", "--method", "baseline", "--out",
+              str(tmp_path), "--json")
     assert out.exit_code == 1
     result = json.loads(out.stdout)
     assert result["status"] == "infeasible"
@@ -104,7 +106,7 @@ def test_bad_hardware_yaml_names_the_key(tmp_path: Path) -> None:
 
 def test_malformed_schedule_json(tmp_path: Path) -> None:
     good = tmp_path / "good"
-    assert run("solve", "chain3", "--out", str(good)).exit_code == 0
+    assert run("solve", "chain3", "--method", "baseline", "--out", str(good)).exit_code == 0
     path = tmp_path / "s.json"
     path.write_text("{ not json")
     _bad(run("eval", str(path)), "invalid JSON at line 1")
@@ -130,10 +132,26 @@ def test_unknown_method() -> None:
 
 
 def test_element_size_doubles_traffic_and_round_trips(tmp_path: Path) -> None:
-    int8 = json.loads(run("solve", "chain5", "--out", str(tmp_path / "a"), "--json").stdout)
-    int16 = json.loads(run("solve", "chain5", "--elem-bytes", "2", "--out",
-                           str(tmp_path / "b"), "--json").stdout)
+    int8 = json.loads(run("solve", "chain5", "--method", "baseline", "--out",
+                          str(tmp_path / "a"), "--json").stdout)
+    int16 = json.loads(run("solve", "chain5", "--method", "baseline", "--elem-bytes", "2",
+                           "--out", str(tmp_path / "b"), "--json").stdout)
     assert int16["weight_bytes"] == 2 * int8["weight_bytes"]
     assert int16["dram_bytes"] >= 2 * int8["dram_bytes"] * 0.99
     again = json.loads(run("eval", str(tmp_path / "b" / "schedule.json"), "--json").stdout)
     assert again["latency_cycles"] == int16["latency_cycles"]
+
+
+def test_auto_is_the_default_and_certifies_its_models(tmp_path: Path) -> None:
+    result = run("solve", "chain3", "--time-limit", "20", "--workers", "1", "--out",
+                 str(tmp_path), "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["method"] == "auto"
+    cert = json.loads((tmp_path / "certificate.json").read_text())
+    assert cert["models"] and cert["models"][0]["model"] == "dlsa"
+    assert cert["models"][0]["status"] in ("optimal", "feasible")
+    assert out["latency_cycles"] >= out["lower_bound_cycles"]
+    sa = json.loads(run("solve", "chain3", "--method", "sa", "--out", str(tmp_path / "sa"),
+                        "--json").stdout)
+    assert out["latency_cycles"] <= sa["latency_cycles"]

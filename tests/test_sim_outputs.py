@@ -33,7 +33,8 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def solved(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("solved")
-    assert runner.invoke(app, ["solve", "chain5", "--out", str(out)]).exit_code == 0
+    assert runner.invoke(app, ["solve", "chain5", "--method", "baseline", "--out",
+                                str(out)]).exit_code == 0
     return out
 
 
@@ -128,7 +129,8 @@ def test_solve_refuses_a_schedule_the_simulator_rejects(monkeypatch, tmp_path: P
 
     monkeypatch.setitem(solve_module.METHODS, "baseline",
                         solve_module.Method("broken on purpose", broken))
-    result = runner.invoke(app, ["solve", "chain3", "--out", str(tmp_path), "--json"])
+    result = runner.invoke(app, ["solve", "chain3", "--method", "baseline", "--out",
+                                 str(tmp_path), "--json"])
     assert result.exit_code == 1
     out = json.loads(result.stdout)
     assert out["status"] == "error"

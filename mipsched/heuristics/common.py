@@ -37,6 +37,8 @@ class MethodResult:
     stages: dict[str, Candidate] = field(default_factory=dict)
     evaluations: int = 0
     """How many schedules the method evaluated."""
+    models: list[dict] = field(default_factory=list)
+    """CP-SAT models solved on the way: scope, status, objective, bound, time."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ class SearchOptions:
     seed: int = 0
     time_limit: float | None = None
     objective: Objective = field(default_factory=Objective)
+    workers: int | None = None
+    """CP-SAT threads (None: all cores)."""
 
     def deadline(self) -> float | None:
         """perf_counter() value at which the search must stop."""

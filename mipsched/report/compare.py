@@ -1,9 +1,10 @@
 """`mipsched compare`: several methods on several networks, one table (CSV / markdown).
 
-A row per (network, method); SA contributes two rows, `sa:stage1` and `sa:stage2` (SoMa
-Fig. 6's Ours_1 / Ours_2). Ratios are against a chosen baseline method on the same
-network: speedup = baseline latency / latency, energy and EDP as fractions of the
-baseline's. Every row's schedule has been replayed by the simulator.
+A row per (network, method); a method with stages contributes one row per stage: SA
+`sa:stage1` and `sa:stage2` (SoMa Fig. 6's Ours_1 / Ours_2), auto also `auto:cpsat`.
+Ratios are against a chosen baseline method on the same network: speedup = baseline
+latency / latency, energy and EDP as fractions of the baseline's. Every row's schedule
+has been replayed by the simulator.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ def compare(workloads: Iterable[Workload], methods: list[str], hw: Hardware,
                                        outcome.wall_seconds, reason=outcome.reason))
                 continue
             stages = outcome.stages
-            for stage in ("stage1", "stage2") if stages else ():
+            for stage in stages:
                 rejection = replay_rejection(stages[stage])
                 if rejection is not None:
                     rows.append(CompareRow(wl.name, f"{method}:{stage}", "error", None, None,
