@@ -14,6 +14,7 @@ from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation, evaluate
 from mipsched.formulations.bounds import LatencyBound, compulsory_bound
 from mipsched.formulations.dlsa import improve_dlsa
+from mipsched.formulations.feasibility import explain_infeasibility
 from mipsched.heuristics.auto import auto
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
@@ -93,6 +94,10 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
                          f"{', '.join(OBJECTIVES)})")
     started = time.perf_counter()
     bound = compulsory_bound(workload, hw)
+    reason = explain_infeasibility(workload, hw)
+    if reason is not None:
+        return SolveOutcome(method, "infeasible", None, bound, time.perf_counter() - started,
+                            seed, time_limit, reason)
     options = SearchOptions(seed, time_limit, OBJECTIVES[objective], workers)
     try:
         result = METHODS[method].run(Lowerer(workload, hw), options)

@@ -3,7 +3,10 @@ results replay in the simulator, determinism, time limit."""
 
 from __future__ import annotations
 
+import os
 import random
+import signal
+import threading
 import time
 
 import pytest
@@ -97,3 +100,15 @@ def test_time_limit_stops_with_the_best_so_far() -> None:
     result = soma_sa(Lowerer(wl, EDGE), SearchOptions(seed=0, time_limit=2.0))
     assert time.perf_counter() - started < 8.0
     assert result.best.evaluation.fits
+
+
+def test_ctrl_c_ends_the_search_with_the_best_so_far() -> None:
+    timer = threading.Timer(1.5, lambda: os.kill(os.getpid(), signal.SIGINT))
+    started = time.perf_counter()
+    timer.start()
+    result = soma_sa(Lowerer(zoo.get("resnet50"), EDGE), SearchOptions(seed=0))
+    timer.join()
+    assert time.perf_counter() - started < 10.0
+    assert result.best.evaluation.fits
+    assert simulate(result.best.program, result.best.dlsa).latency_cycles == (
+        result.best.evaluation.latency_cycles)

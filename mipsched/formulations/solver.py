@@ -60,6 +60,7 @@ def solve(model: cp_model.CpModel, time_limit: float | None, workers: int | None
     threads = workers or default_workers()
     solver.parameters.num_workers = threads
     solver.parameters.random_seed = seed
+    solver.parameters.catch_sigint_signal = True  # Ctrl-C ends the search with its best
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
     started = time.perf_counter()

@@ -21,14 +21,15 @@ MODEL_SECONDS = 30.0
 def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     started = time.perf_counter()
     sa_limit = None if options.time_limit is None else SA_SHARE * options.time_limit
-    sa = soma_sa(lowerer, SearchOptions(options.seed, sa_limit, options.objective))
+    sa = soma_sa(lowerer, SearchOptions(options.seed, sa_limit, options.objective,
+                                        options.workers, options.stop))
     best = sa.best
     if options.time_limit is None:
         model_limit = MODEL_SECONDS
     else:
         model_limit = max(options.time_limit - (time.perf_counter() - started), 0.0)
     models = []
-    if model_limit > 0:
+    if model_limit > 0 and not options.stop.is_set():
         result = improve_dlsa(best.program, best.dlsa, model_limit, options.workers,
                               options.seed)
         models = [{"model": "dlsa", "scope": "whole" if result.whole else "window",

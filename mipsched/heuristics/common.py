@@ -3,7 +3,11 @@ the evaluation of an LFA under the default DLSA."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from mipsched.errors import InputError
@@ -68,10 +72,26 @@ class SearchOptions:
     objective: Objective = field(default_factory=Objective)
     workers: int | None = None
     """CP-SAT threads (None: all cores)."""
+    stop: threading.Event = field(default_factory=threading.Event, compare=False)
+    """Set by Ctrl-C (see `stop_on_ctrl_c`): searches end with their best so far."""
 
     def deadline(self) -> float | None:
         """perf_counter() value at which the search must stop."""
         return None if self.time_limit is None else time.perf_counter() + self.time_limit
+
+
+@contextlib.contextmanager
+def stop_on_ctrl_c(stop: threading.Event) -> Iterator[None]:
+    """While active, Ctrl-C sets `stop` instead of raising KeyboardInterrupt (main thread
+    only; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def evaluate_lfa(lowerer: Lowerer, lfa: Lfa, buffer_limit: int | None = None

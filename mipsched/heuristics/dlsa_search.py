@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import threading
 import time
 from dataclasses import dataclass
 
@@ -120,8 +121,10 @@ class _State:
 
 def search_dlsa(program: TileProgram, start: Dlsa, lfa, objective: Objective,
                 iterations: int, rng: random.Random, deadline: float | None = None,
-                cooling: Cooling | None = None) -> DlsaSearchResult:
-    """Anneals the DLSA of `program` from `start` (which must fit); returns the best."""
+                cooling: Cooling | None = None,
+                stop: threading.Event | None = None) -> DlsaSearchResult:
+    """Anneals the DLSA of `program` from `start` (which must fit); returns the best
+    (early at the deadline or when `stop` is set)."""
     cooling = cooling or Cooling()
     tensors = program.tensors
     state = _State(program, start)
@@ -132,7 +135,8 @@ def search_dlsa(program: TileProgram, start: Dlsa, lfa, objective: Objective,
     accepted = 0
     n_done = 0
     for n in range(iterations if tensors else 0):
-        if deadline is not None and time.perf_counter() > deadline:
+        if (deadline is not None and time.perf_counter() > deadline) or (
+                stop is not None and stop.is_set()):
             break
         n_done = n + 1
         i = rng.choices(range(len(tensors)), cum_weights=cum)[0]

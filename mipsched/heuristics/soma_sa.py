@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 
 from mipsched.heuristics.annealing import Cooling
 from mipsched.heuristics.baseline import unfused_baseline
-from mipsched.heuristics.common import Candidate, MethodResult, SearchOptions, evaluate_lfa
+from mipsched.heuristics.common import (
+    Candidate,
+    MethodResult,
+    SearchOptions,
+    evaluate_lfa,
+    stop_on_ctrl_c,
+)
 from mipsched.heuristics.dlsa_search import search_dlsa
 from mipsched.heuristics.lfa_moves import propose
 from mipsched.schedule.lowering import Lowerer
@@ -61,6 +67,8 @@ def anneal_lfa(lowerer: Lowerer, start: Candidate, options: SearchOptions, buffe
     for n in range(iterations):
         if deadline is not None and time.perf_counter() > deadline:
             break
+        if options.stop.is_set():
+            break
         lfa = propose(current.lfa, graph, rng)
         if lfa is None:
             continue
@@ -78,8 +86,13 @@ def anneal_lfa(lowerer: Lowerer, start: Candidate, options: SearchOptions, buffe
 
 def soma_sa(lowerer: Lowerer, options: SearchOptions,
             settings: SaSettings | None = None) -> MethodResult:
-    """The SoMa search; stages of the best round are reported as 'stage1' / 'stage2'."""
-    settings = settings or SaSettings()
+    """The SoMa search; stages of the best round are reported as 'stage1' / 'stage2'.
+    Ctrl-C ends it with the best so far."""
+    with stop_on_ctrl_c(options.stop):
+        return _soma_sa(lowerer, options, settings or SaSettings())
+
+
+def _soma_sa(lowerer: Lowerer, options: SearchOptions, settings: SaSettings) -> MethodResult:
     deadline = options.deadline()
     rng = random.Random(options.seed)
     start = unfused_baseline(lowerer).best
@@ -97,7 +110,8 @@ def soma_sa(lowerer: Lowerer, options: SearchOptions,
                                 rng, deadline, settings.cooling)
         tensors = len(stage1.program.tensors)
         result = search_dlsa(stage1.program, stage1.dlsa, stage1.lfa, options.objective,
-                             settings.dlsa_factor * tensors, rng, deadline, settings.cooling)
+                             settings.dlsa_factor * tensors, rng, deadline, settings.cooling,
+                             options.stop)
         evaluations += n1 + result.iterations
         this = SaRound(limit, stage1, result.best, n1, result.iterations)
         rounds.append(this)
@@ -106,7 +120,8 @@ def soma_sa(lowerer: Lowerer, options: SearchOptions,
             best_round, misses = this, 0
         else:
             misses += 1
-        if deadline is not None and time.perf_counter() > deadline:
+        if options.stop.is_set() or (deadline is not None
+                                      and time.perf_counter() > deadline):
             break
         limit -= int(settings.allocator_step * rounds[0].stage1.evaluation.peak_buffer_bytes)
     assert best_round is not None
