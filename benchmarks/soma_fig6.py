@@ -21,6 +21,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from mipsched.formulations.dlsa import improve_dlsa
+from mipsched.heuristics.auto import MODEL_SECONDS
 from mipsched.hw import load_hardware
 from mipsched.solve import replay_rejection, solve
 from mipsched.workload import zoo
@@ -49,7 +51,16 @@ class CaseResult:
     sa_lgs: int | None
     sa_flgs: int | None
     sa_s: float
+    auto_latency: int | None = None
+    auto_edp: float | None = None
+    auto_s: float | None = None
     note: str = ""
+
+    @property
+    def auto_vs_sa(self) -> float | None:
+        if self.auto_latency and self.sa2_latency:
+            return self.sa2_latency / self.auto_latency
+        return None
 
     @property
     def speedup(self) -> float | None:
@@ -77,7 +88,7 @@ class CaseResult:
 
 
 def run_case(net: str, hw_name: str, batch: int, time_limit: float | None,
-             seed: int) -> CaseResult:
+             seed: int, with_auto: bool = False) -> CaseResult:
     wl = zoo.get(net, batch)
     hw = load_hardware(hw_name)
     notes = []
@@ -96,6 +107,15 @@ def run_case(net: str, hw_name: str, batch: int, time_limit: float | None,
         notes.append(f"sa {sa.status}: {sa.reason}")
     elif s1 is not None and replay_rejection(s1) is not None:
         notes.append("stage-1 schedule rejected by the simulator")
+    auto_latency = auto_edp = auto_s = None
+    if with_auto and s2 is not None:
+        # auto = this very SA run, then the CP-SAT DLSA model on its best LFA (what
+        # --method auto does after its SA share), so auto vs SA isolates the model's gain
+        t = time.perf_counter()
+        better = improve_dlsa(s2.program, s2.dlsa, MODEL_SECONDS, None, seed)
+        auto_s = sa_s + time.perf_counter() - t
+        auto_latency = better.latency_cycles
+        auto_edp = s2.evaluation.energy_pj * better.latency_cycles
     return CaseResult(
         net, hw_name, batch,
         c.evaluation.latency_cycles if c else None, c.evaluation.energy_pj if c else None,
@@ -105,7 +125,7 @@ def run_case(net: str, hw_name: str, batch: int, time_limit: float | None,
         s2.evaluation.energy_pj if s2 else None,
         s2.program.ideal_cycles if s2 else None, s2.program.n_tiles if s2 else None,
         len(s2.lfa.dram_cuts) + 1 if s2 else None, len(s2.lfa.flc) + 1 if s2 else None,
-        sa_s, "; ".join(notes))
+        sa_s, auto_latency, auto_edp, auto_s, "; ".join(notes))
 
 
 def _f(x, fmt: str) -> str:
@@ -115,8 +135,9 @@ def _f(x, fmt: str) -> str:
 def report(results: list[CaseResult]) -> str:
     lines = ["| network | hw | batch | Cocco cycles | SA stage 1 | SA stage 2 | speedup "
              "(stage 1) | speedup | energy vs Cocco | stage 2 gap to ideal | tiles "
-             "Cocco / SA | LG / FLG | Cocco s | SA s | note |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+             "Cocco / SA | LG / FLG | Cocco s | SA s | auto | auto vs SA | auto s | note |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:"
+             "|---:|---|"]
     for r in results:
         lines.append(
             f"| {r.network} | {r.hw} | {r.batch} | {_f(r.cocco_latency, ',')} | "
@@ -125,6 +146,7 @@ def report(results: list[CaseResult]) -> str:
             f"{_f(r.energy_change, '+.1%')} | {_f(r.gap_to_ideal, '.1%')} | "
             f"{_f(r.cocco_tiles, ',')} / {_f(r.sa_tiles, ',')} | "
             f"{_f(r.sa_lgs, 'd')} / {_f(r.sa_flgs, 'd')} | {r.cocco_s:.0f} | {r.sa_s:.0f} | "
+            f"{_f(r.auto_latency, ',')} | {_f(r.auto_vs_sa, '.3f')} | {_f(r.auto_s, '.0f')} | "
             f"{r.note} |")
     speedups = [r.speedup for r in results if r.speedup]
     gaps = [r.gap_to_ideal for r in results if r.gap_to_ideal is not None]
@@ -139,6 +161,14 @@ def report(results: list[CaseResult]) -> str:
         f"- SA energy lower than Cocco's on {sum(r.energy_change < 0 for r in cnn)} of "
         f"{len(cnn)} CNN cases",
     ]
+    autos = [r for r in results if r.auto_vs_sa]
+    if autos:
+        geo_sa = math.exp(sum(math.log(r.auto_vs_sa) for r in autos) / len(autos))
+        geo_cocco = math.exp(sum(math.log(r.cocco_latency / r.auto_latency)
+                                 for r in autos if r.cocco_latency) / len(autos))
+        lines.append(f"- auto: geomean latency gain {geo_sa:.3f}x over SA and "
+                     f"{geo_cocco:.2f}x over Cocco; never worse than SA on "
+                     f"{sum(r.auto_vs_sa >= 1 for r in autos)} of {len(autos)} cases")
     return "\n".join(lines) + "\n"
 
 
@@ -151,6 +181,8 @@ def main() -> None:
                         help="seconds per method and case (default: none)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--with-auto", action="store_true",
+                        help="also run --method auto (SA then the CP-SAT DLSA model)")
     parser.add_argument("--out", type=Path,
                         default=Path(__file__).parent / "results" / "soma_fig6.md")
     args = parser.parse_args()
@@ -158,8 +190,8 @@ def main() -> None:
     work = [(net, hw, b) for b in args.batches for net, hw in cases]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_case, net, hw, b, args.time_limit, args.seed)
-                   for net, hw, b in work]
+        futures = [pool.submit(run_case, net, hw, b, args.time_limit, args.seed,
+                               args.with_auto) for net, hw, b in work]
         results = []
         for (net, hw, b), fut in zip(work, futures, strict=True):
             results.append(fut.result())
@@ -173,13 +205,13 @@ def write(out: Path, results: list[CaseResult]) -> None:
     out.write_text(report(results))
     with out.with_suffix(".csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(asdict(results[0])) + [
-            "speedup", "stage1_speedup", "energy_change", "gap_to_ideal"])
+            "speedup", "stage1_speedup", "energy_change", "gap_to_ideal", "auto_vs_sa"])
         writer.writeheader()
         for r in results:
             writer.writerow({**asdict(r), "speedup": r.speedup,
                              "stage1_speedup": r.stage1_speedup,
                              "energy_change": r.energy_change,
-                             "gap_to_ideal": r.gap_to_ideal})
+                             "gap_to_ideal": r.gap_to_ideal, "auto_vs_sa": r.auto_vs_sa})
 
 
 if __name__ == "__main__":
