@@ -21,7 +21,6 @@ from mipsched.errors import InputError
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.hw import PRESETS, load_hardware
 from mipsched.report.compare import compare, to_csv, to_markdown
-from mipsched.report.plot import save_plot
 from mipsched.report.trace import write_csv, write_trace
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import lower
@@ -341,6 +340,8 @@ def plot_cmd(
     def body() -> int:
         if output.suffix.lower() not in (".png", ".svg"):
             raise InputError(f"{output}: the picture must end in .png or .svg")
+        from mipsched.report.plot import save_plot  # matplotlib: only when plotting
+
         r = _load(file, solution)
         sim = simulate(r.program, r.dlsa)
         save_plot(output, r.program, sim, f"{r.program.name} ({r.method})")

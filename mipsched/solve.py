@@ -37,6 +37,9 @@ from mipsched.schedule.tile_program import TileProgram
 from mipsched.sim import SimResult, SimulationError, simulate
 from mipsched.workload.graph import Workload
 
+#: Share of --time-limit kept back for replaying, certifying and writing the result.
+TIME_RESERVE = 0.04
+
 
 @dataclass(frozen=True)
 class Method:
@@ -98,7 +101,9 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
     if reason is not None:
         return SolveOutcome(method, "infeasible", None, bound, time.perf_counter() - started,
                             seed, time_limit, reason)
-    options = SearchOptions(seed, time_limit, OBJECTIVES[objective], workers)
+    method_limit = None if time_limit is None else max(
+        0.0, time_limit * (1 - TIME_RESERVE) - (time.perf_counter() - started))
+    options = SearchOptions(seed, method_limit, OBJECTIVES[objective], workers)
     try:
         result = METHODS[method].run(Lowerer(workload, hw), options)
     except InfeasibleError as err:
