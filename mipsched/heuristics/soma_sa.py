@@ -41,6 +41,9 @@ class SaSettings:
     allocator_step: float = 0.10
     patience: int = 2
     max_rounds: int = 10
+    stage1_share: float = 0.5
+    """Under a time limit, the share of the remaining time stage 1 may use, so that
+    stage 2 always runs."""
     cooling: Cooling = field(default_factory=Cooling)
 
 
@@ -106,8 +109,10 @@ def _soma_sa(lowerer: Lowerer, options: SearchOptions, settings: SaSettings) -> 
         if start.evaluation.peak_buffer_bytes > limit:
             break  # even the starting schedule no longer fits stage 1's limit
         layers = len(lowerer.workload.layers)
+        stage1_deadline = None if deadline is None else time.perf_counter() + (
+            settings.stage1_share * max(deadline - time.perf_counter(), 0.0))
         stage1, n1 = anneal_lfa(lowerer, start, options, limit, settings.lfa_factor * layers,
-                                rng, deadline, settings.cooling)
+                                rng, stage1_deadline, settings.cooling)
         tensors = len(stage1.program.tensors)
         result = search_dlsa(stage1.program, stage1.dlsa, stage1.lfa, options.objective,
                              settings.dlsa_factor * tensors, rng, deadline, settings.cooling,
