@@ -5,7 +5,7 @@ tiling number T. Every candidate is precomputed from the lowering's FLG plan: co
 cycles, tile energy, the DRAM bytes fixed by the segment alone (its weights, once per FLG,
 and its tiles' loads of network inputs), the bytes its tiles would load over each in-edge
 u -> v if that edge went through DRAM (sum of the regions v's tiles read from u, halo
-included), and a buffer lower bound (see `_buffer_need`).
+included), and lower bounds on the buffer occupancy (see `SegmentTable._buffer_rows`).
 
 Variables: x[s] (segment chosen), d[k] (DRAM cut at boundary k), c[u,v] (edge crosses a
 DRAM cut), st[u] (u is stored), t[u,v] (bytes loaded over edge u -> v).
@@ -16,26 +16,33 @@ Constraint groups (named, so a test can drop one and see the exactness check fai
 - `crossing`:        c[u,v] = OR of d[k], pos(u) < k <= pos(v)
 - `store`:           st[u] = OR of d[k], pos(u) < k <= last consumer (1 for outputs)
 - `load`:            t[u,v] = sum of x[s] * bytes_s(u,v) over s holding v if c[u,v], else 0
-- `buffer`:          x[s] => need_s + sum of ofmaps that stay on chip across s <= capacity
+- `buffer`:          x[s] => each buffer row of s <= capacity (a row: a lower bound on the
+                     default DLSA's occupancy at one tile of s, linear in c, st and the
+                     next FLG's prefetched loads pf[u,v])
 
 DRAM bytes = sum x[s] * fixed_s + sum st[u] * ofmap(u) + sum t[u,v]: exactly the bytes of
-the decoded LFA's tile program. Compute cycles = sum x[s] * cycles_s, also exact.
+the decoded LFA's tile program. Compute cycles = sum x[s] * cycles_s, also exact. So the
+"ideal" objective max(compute, ceil(DRAM bytes / bandwidth)) is exact.
 
-The buffer group is a relaxation (a lower bound on every DLSA's peak); what it misses
-(aggregation of ofmaps read inside a segment, prefetch of neighbours, double buffering)
-is handled lazily: a decoded LFA that does not fit under the default DLSA gets no-good
-cuts (one per overflowing LG, see `_no_goods`) and the model is solved again.
+The buffer rows only relax the fit (they never exclude an LFA that fits; what they miss,
+e.g. the previous FLG's stores still live at a segment's first tile, is small). Fit is
+then enforced lazily: a decoded LFA that does not fit under the default DLSA gets no-good
+cuts (one per overflowing LG, see `_no_goods`) and the model is solved again. A returned
+LFA always lowers and fits; with status "optimal" it is the best fitting LFA over the
+candidate segments.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+
 from mipsched.evaluate import buffer_profile, evaluate
-from mipsched.formulations.solver import CpModel, SolveStatus, solve
+from mipsched.formulations.solver import CpModel, IntVar, SolveStatus, solve
 from mipsched.heuristics.common import Candidate
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
@@ -43,7 +50,6 @@ from mipsched.schedule.notation import Lfa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.schedule.tiling import FlgTiles
 from mipsched.schedule.validity import check_lfa
-from mipsched.workload.graph import Workload
 
 GROUPS = frozenset({"path", "cut_on_boundary", "crossing", "store", "load", "buffer"})
 OBJECTIVES = ("ideal", "energy", "edp")
@@ -52,7 +58,22 @@ TILINGS = (1, 2, 4, 8, 16, 32, 64)
 Edge = tuple[str, str]
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
+class BufferRow:
+    """A lower bound on the buffer bytes at one tile of a segment, linear in the model's
+    literals: const + sum over (edge, a1, a0) of (a1 if the edge crosses a DRAM cut else
+    a0) + sum over (layer, bytes) of bytes if the layer is stored (+ the prefetch)."""
+
+    tile: int
+    """The tile's index inside the segment (in execution order)."""
+    const: int
+    edges: tuple[tuple[Edge, int, int], ...]
+    stores: tuple[tuple[str, int], ...]
+    prefetch: bool
+    """Whether the next FLG's first-tile loads are live too (the segment's last tile)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class Segment:
     """One candidate FLG: positions start..stop-1 of the order with tiling number T."""
 
@@ -66,11 +87,17 @@ class Segment:
     """DRAM bytes the segment causes whatever the cuts: weights, network-input loads."""
     loads: dict[Edge, int]
     """Bytes the segment's tiles load over in-edge (u, v) if it goes through DRAM."""
-    need: int
-    """Buffer bytes any schedule holds at some tile of the segment (lower bound)."""
+    first_loads: dict[str, int]
+    """Bytes the first tile loads from layer u if u -> (first layer) crosses a cut."""
+    first_fixed: int
+    """Bytes the first tile loads from network inputs."""
+    floor: int
+    """Buffer bytes the default DLSA holds at some tile of the segment in any LFA."""
+    rows: tuple[BufferRow, ...]
+    """Lower bounds on the default DLSA's occupancy at some of the segment's tiles."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Tally:
     """The model's figures of one LFA (units: cycles, bytes, pJ)."""
 
@@ -79,11 +106,15 @@ class Tally:
     energy_pj: float
 
     def ideal(self, bytes_per_cycle: int) -> int:
-        """max(compute, ceil(DRAM bytes / bandwidth)): the DLSA-independent ideal."""
-        return max(self.compute_cycles, -(-self.dram_bytes // bytes_per_cycle))
+        return _ideal(self.compute_cycles, self.dram_bytes, bytes_per_cycle)
 
 
-@dataclass(frozen=True)
+def _ideal(compute_cycles: int, dram_bytes: int, bytes_per_cycle: int) -> int:
+    """max(compute, ceil(DRAM bytes / bandwidth)) in cycles: the DLSA-independent ideal."""
+    return max(compute_cycles, -(-dram_bytes // bytes_per_cycle))
+
+
+@dataclasses.dataclass(frozen=True)
 class LfaSolution:
     """The best LFA found (None when nothing that fits was found) and how."""
 
@@ -95,9 +126,13 @@ class LfaSolution:
     model_dram_bytes: int | None
     model_compute_cycles: int | None
     status: SolveStatus | None
-    """Status of the last CP-SAT run (None when none ran)."""
+    """The CP-SAT run that settled the objective (None when none ran; "unknown" when the
+    rounds or the time ran out before a decoded LFA fitted). "optimal": `lfa` is the
+    best fitting LFA over the candidates (with "ideal", ties are then broken by a second
+    run, not reflected here)."""
     rounds: int
-    """No-good rounds: CP-SAT runs after the first one."""
+    """No-good rounds: how many times decoded LFAs that did not fit were cut off and the
+    model solved again."""
     improved: bool
     """Whether the model's LFA beats the incumbent (False: `lfa` is the incumbent)."""
     window: tuple[int, int]
@@ -140,7 +175,17 @@ class SegmentTable:
         energy = sum(c.energy_pj for n in layers for c in plan.costs[n] if c is not None)
         fixed = sum(wl.weight_bytes(n) for n in layers if wl.layers[n].has_weights)
         loads: dict[Edge, int] = {}
+        first_loads: dict[str, int] = {}
+        first_fixed = 0
         members = set(layers)
+        for src, region in zip(wl.layers[layers[0]].inputs, plan.tiles.reads[layers[0]][0],
+                               strict=True):
+            if region is not None:
+                size = region.elems(wl.shape_of(src).c) * eb
+                if src in wl.layers:
+                    first_loads[src] = first_loads.get(src, 0) + size
+                else:
+                    first_fixed += size
         for v in layers:
             for regions in plan.tiles.reads[v]:
                 for src, region in zip(wl.layers[v].inputs, regions, strict=True):
@@ -151,24 +196,130 @@ class SegmentTable:
                         loads[(src, v)] = loads.get((src, v), 0) + size
                     else:
                         fixed += size
-        return Segment(start, stop, tiling, cycles, energy, fixed, loads,
-                       _buffer_need(wl, layers, plan.tiles))
+        floor, rows = self._buffer_rows(start, stop, plan.tiles)
+        return Segment(start, stop, tiling, cycles, energy, fixed, loads, first_loads,
+                       first_fixed, floor, rows)
 
-    def spanning(self, seg: Segment) -> list[Edge]:
-        """(u, v): u before the segment, not read by it, whose ofmap stays on chip across
-        the whole segment unless the edge to v (its first consumer after the segment)
+    def _spanning(self, start: int, stop: int) -> list[Edge]:
+        """(u, v): u before positions start..stop-1 and not read there, v its first
+        consumer after them; u's whole ofmap stays on chip across them unless u -> v
         crosses a DRAM cut."""
         wl = self.lowerer.workload
         out = []
-        for u in self.order[:seg.start]:
-            if self.last_use[u] < seg.stop:
+        for u in self.order[:start]:
+            if self.last_use[u] < stop:
                 continue
             users = [self.pos[v] for v in wl.consumers(u)]
-            if any(seg.start <= p < seg.stop for p in users):
+            if any(start <= p < stop for p in users):
                 continue
-            first = min(p for p in users if p >= seg.stop)
-            out.append((u, self.order[first]))
+            out.append((u, self.order[min(p for p in users if p >= stop)]))
         return out
+
+    def _buffer_rows(self, start: int, stop: int, tiles: FlgTiles
+                     ) -> tuple[int, tuple[BufferRow, ...]]:
+        """A lower bound on the default-DLSA buffer occupancy (bytes) at the tiles of
+        this FLG, valid in every LFA containing it: the floor (every crossing literal at
+        its most favourable value) and rows for a few tiles (the worst ones under the
+        four corner cases: inputs loaded or on chip x outputs stored or kept on chip).
+
+        At local tile q it counts: FLG-internal ofmap regions held on chip (as lowering
+        holds them); weights live from the tile before their first tile to their last;
+        network-input loads of tiles q and q+1 (double buffering); per input u from an
+        earlier FLG, the loads of tiles q and q+1 if u -> v crosses a DRAM cut, else u's
+        whole aggregated ofmap up to the last tile reading it; ofmaps of earlier FLGs
+        kept on chip across the FLG (`_spanning`), and inputs kept on chip after their
+        last reader here for a consumer after the FLG; the next layer's weight at the
+        last tile (prefetched, whatever the next FLG); per layer with consumers after the
+        FLG, its stored shares of tiles q-1 and q if stored, and its shares aggregated
+        so far if its first later consumer is in the same LG. The model adds the next
+        FLG's prefetched first-tile loads at the last tile (`BufferRow.prefetch`). Not
+        counted (left to the no-good cuts): the previous FLG's stores still live at the
+        first tile."""
+        wl = self.lowerer.workload
+        eb = wl.elem_bytes
+        layers = self.order[start:stop]
+        members = set(layers)
+        width = len(layers)
+        n = tiles.grid.count * width
+        local = {v: range(k, n, width) for k, v in enumerate(layers)}
+        diff = np.zeros(n + 1, dtype=np.int64)
+        base = np.zeros(n, dtype=np.int64)
+        src_dram: dict[str, np.ndarray] = {}
+        src_edge: dict[str, Edge] = {}
+        own: list[tuple[Edge, np.ndarray, np.ndarray, bool]] = []  # edge, agg, store, out
+        outputs = set(wl.outputs)
+        for name in layers:
+            layer = wl.layers[name]
+            qs = local[name]
+            channels = layer.out.c
+            inside = [v for v in wl.consumers(name) if v in members]
+            after = [v for v in wl.consumers(name) if v not in members]
+            if layer.has_weights:
+                diff[max(qs[0] - 1, 0)] += wl.weight_bytes(name)
+                diff[qs[-1] + 1] -= wl.weight_bytes(name)
+            agg = np.zeros(n + 1, dtype=np.int64)
+            store = np.zeros(n, dtype=np.int64)
+            for i, q in enumerate(qs):
+                region = tiles.produced[name][i]
+                agg_from = q
+                if inside and region is not None:
+                    end = max(local[v][i] for v in inside)
+                    diff[q] += region.elems(channels) * eb
+                    diff[end + 1] -= region.elems(channels) * eb
+                    agg_from = end + 1
+                share = tiles.share[name][i].elems(channels) * eb
+                agg[agg_from] += share
+                store[q:q + 2] += share
+                for src, r in zip(layer.inputs, tiles.reads[name][i], strict=True):
+                    if r is None or src in members:
+                        continue
+                    size = r.elems(wl.shape_of(src).c) * eb
+                    if src in wl.layers:
+                        target = src_dram.setdefault(src, np.zeros(n, dtype=np.int64))
+                        src_edge.setdefault(src, (src, name))
+                    else:
+                        target = base
+                    target[max(q - 1, 0):q + 1] += size
+            if name in outputs:
+                base += store
+            if after:
+                first = min(after, key=self.pos.__getitem__)
+                own.append(((name, first), np.cumsum(agg)[:n], store, name in outputs))
+        base += np.cumsum(diff)[:n]
+        if stop < len(self.order) and wl.layers[self.order[stop]].has_weights:
+            base[n - 1] += wl.weight_bytes(self.order[stop])  # prefetched by the next FLG
+        span = self._spanning(start, stop)
+        span_tail: list[tuple[Edge, int]] = []  # read here, kept for later: (edge, from q)
+        src_chip: dict[str, np.ndarray] = {}
+        for u in src_dram:
+            last = max(local[v][-1] for v in wl.consumers(u) if v in members)
+            src_chip[u] = np.where(np.arange(n) <= last, self.ofmap[u], 0)
+            later = [self.pos[v] for v in wl.consumers(u) if self.pos[v] >= stop]
+            if later and last < n - 1:
+                span_tail.append(((u, self.order[min(later)]), last + 1))
+        zero = np.zeros(n, dtype=np.int64)
+        tail = sum((np.where(np.arange(n) >= q0, self.ofmap[e[0]], 0)
+                    for e, q0 in span_tail), zero)
+        loaded = sum(src_dram.values(), zero)
+        held = (sum(src_chip.values(), zero) + sum(self.ofmap[u] for u, _ in span)
+                + tail)
+        kept = sum((agg for _, agg, _, _ in own), zero)
+        stored = sum((st for _, _, st, out in own if not out), zero)
+        floor = (base + sum((np.minimum(src_dram[u], src_chip[u]) for u in src_dram), zero)
+                 + sum((np.minimum(agg, st) for _, agg, st, out in own if not out), zero))
+        picks = {int(np.argmax(v)) for v in (floor, base + loaded + stored, base + loaded + kept,
+                                             base + held + stored, base + held + kept)}
+        picks.add(n - 1)
+        rows = []
+        for q in sorted(picks):
+            edges = [(src_edge[u], int(src_dram[u][q]), int(src_chip[u][q])) for u in src_dram]
+            edges += [(e, 0, self.ofmap[e[0]]) for e in span]
+            edges += [(e, 0, self.ofmap[e[0]]) for e, q0 in span_tail if q >= q0]
+            edges += [(e, 0, int(agg[q])) for e, agg, _, _ in own]
+            stores = [(e[0], int(st[q])) for e, _, st, out in own if not out and st[q]]
+            rows.append(BufferRow(q, int(base[q]), tuple(x for x in edges if x[1] or x[2]),
+                                  tuple(stores), q == n - 1 and stop < len(self.order)))
+        return int(floor.max()), tuple(rows)
 
     def tally(self, lfa: Lfa) -> Tally:
         """Compute cycles, DRAM bytes and energy of `lfa` (same order) by the model's
@@ -193,53 +344,6 @@ class SegmentTable:
 def _crosses(cuts: list[int], lo: int, hi: int) -> bool:
     """Whether a cut k lies in lo < k <= hi."""
     return any(lo < k <= hi for k in cuts)
-
-
-def _buffer_need(wl: Workload, layers: tuple[str, ...], tiles: FlgTiles) -> int:
-    """A lower bound (bytes) on the buffer occupancy of some tile of this FLG, valid in
-    every LFA containing it and under every DLSA: at the tile of layer n with index i,
-    - the FLG-internal ofmap regions held on chip then (as lowering holds them),
-    - the weights of the FLG's layers whose first..last tile spans it (a weight is
-      loaded by its first tile and freed after its last),
-    - per input of n from outside the FLG, the region the tile reads (a live load, or
-      inside the LG the producer's whole aggregated ofmap, which is at least as big),
-    - n's share of its ofmap when no layer of the FLG reads it (a live store or an
-      aggregated share from this tile on).
-    Not counted: ofmaps aggregated from earlier FLGs (partly added by the model, see
-    `SegmentTable.spanning`), prefetched and double-buffered transfers, stores delayed
-    past their tile."""
-    eb = wl.elem_bytes
-    members = set(layers)
-    count = tiles.grid.count
-    n_local = count * len(layers)
-    local = {n: [i * len(layers) + k for i in range(count)] for k, n in enumerate(layers)}
-    diff = [0] * (n_local + 1)
-
-    def hold(size: int, first: int, last: int) -> None:
-        diff[first] += size
-        diff[last + 1] -= size
-
-    for n in layers:
-        layer = wl.layers[n]
-        inside = [v for v in wl.consumers(n) if v in members]
-        if layer.has_weights:
-            hold(wl.weight_bytes(n), local[n][0], local[n][-1])
-        for i, q in enumerate(local[n]):
-            region = tiles.produced[n][i]
-            if inside and region is not None:
-                hold(region.elems(layer.out.c) * eb, q, max(local[v][i] for v in inside))
-            if not inside:
-                hold(tiles.share[n][i].elems(layer.out.c) * eb, q, q)
-            reads: dict[str, int] = {}
-            for src, r in zip(layer.inputs, tiles.reads[n][i], strict=True):
-                if r is not None and src not in members:
-                    reads[src] = max(reads.get(src, 0), r.elems(wl.shape_of(src).c) * eb)
-            hold(sum(reads.values()), q, q)
-    best = running = 0
-    for q in range(n_local):
-        running += diff[q]
-        best = max(best, running)
-    return best
 
 
 class _Model:
@@ -314,16 +418,11 @@ class _Model:
             if "load" in groups:
                 m.add(var == sum(x * size for x, size in terms)).only_enforce_if(self.c[e])
                 m.add(var == 0).only_enforce_if(self.c[e].negated())
+        self.pf: dict[Edge, IntVar] = {}
+        """Prefetched first-tile load of v from u (v first in its FLG), buffer group."""
         if "buffer" in groups:
-            cap = hw.gbuf.capacity_bytes
-            for key, seg in table.segments.items():
-                if seg.need > cap:
-                    m.add(self.x[key] == 0)
-                    continue
-                span = [(e, table.ofmap[e[0]]) for e in table.spanning(seg)]
-                if span and seg.need + sum(size for _, size in span) > cap:
-                    m.add(seg.need + sum(size * (1 - self.c[e]) for e, size in span)
-                          <= cap).only_enforce_if(self.x[key])
+            self._buffer()
+
         bpc = hw.dram.bytes_per_cycle
         self.compute = sum(seg.compute_cycles * self.x[key]
                            for key, seg in table.segments.items())
@@ -342,6 +441,7 @@ class _Model:
         m.add(self.ideal * bpc >= self.dram)
         per_byte = Fraction(hw.dram.energy_pj_per_byte).limit_denominator(1000)
         self.per_byte = per_byte
+        """DRAM pJ per byte as a fraction: energy is counted in 1 / denominator pJ."""
         energy = (sum(self._energy_units(seg) * self.x[key]
                       for key, seg in table.segments.items())
                   + per_byte.numerator * self.dram)
@@ -355,26 +455,82 @@ class _Model:
                                       / max(1, reference.ideal(bpc))))
             self.cost = self.alpha * self.ideal + energy
         m.minimize(self.cost)
+        self.tie = self.compute * bpc + self.dram
+        """Tie-break of the "ideal" objective (bytes): compute x bandwidth + DRAM bytes."""
+
+    def _buffer(self) -> None:
+        """The `buffer` group: every row of a chosen segment within the capacity; the
+        row at a segment's last tile also holds the next FLG's prefetched first-tile
+        loads (pf[u, v] = its load from u if u -> v crosses a cut, v the FLG's first
+        layer)."""
+        table, m = self.table, self.model
+        cap = table.lowerer.hw.gbuf.capacity_bytes
+        wl = table.lowerer.workload
+        by_start: dict[int, list[tuple[tuple[int, int, int], Segment]]] = {}
+        for key, seg in table.segments.items():
+            by_start.setdefault(key[0], []).append((key, seg))
+        prefetch, prefetch_top = {}, {}
+        for k in range(1, len(table.order)):
+            v = table.order[k]
+            segs = by_start.get(k, [])
+            expr = sum(self.x[key] * seg.first_fixed for key, seg in segs)
+            prefetch_top[k] = max((seg.first_fixed + sum(seg.first_loads.values())
+                                   for _, seg in segs), default=0)
+            for u in dict.fromkeys(wl.layers[v].inputs):
+                if u not in wl.layers:
+                    continue
+                top = max((seg.first_loads.get(u, 0) for _, seg in segs), default=0)
+                pf = self.pf[(u, v)] = m.new_int_var(0, top, f"pf_{u}_{v}")
+                m.add(pf == sum(self.x[key] * seg.first_loads.get(u, 0)
+                                for key, seg in segs)).only_enforce_if(self.c[(u, v)])
+                m.add(pf == 0).only_enforce_if(self.c[(u, v)].negated())
+                expr += pf
+            prefetch[k] = expr
+        for key, seg in table.segments.items():
+            if seg.floor > cap:
+                m.add(self.x[key] == 0)
+                continue
+            for row in seg.rows:
+                top = (row.const + sum(max(a1, a0) for _, a1, a0 in row.edges)
+                       + sum(size for _, size in row.stores)
+                       + (prefetch_top[key[1]] if row.prefetch else 0))
+                if top <= cap:
+                    continue
+                used = (row.const + sum(a0 + (a1 - a0) * self.c[e] for e, a1, a0 in row.edges)
+                        + sum(size * self.st[u] for u, size in row.stores))
+                if row.prefetch:
+                    used += prefetch[key[1]]
+                m.add(used <= cap).only_enforce_if(self.x[key])
 
     def _energy_units(self, seg: Segment) -> int:
         """Tile energy of a segment in the energy unit, 1 / per_byte.denominator pJ."""
         return round(seg.energy_pj * self.per_byte.denominator)
 
-    def score(self, lfa: Lfa) -> int:
-        """The objective value the model gives `lfa` (model units)."""
+    def rank(self, lfa: Lfa) -> tuple[int, int]:
+        """(objective, tie-break) the model gives `lfa` (model units)."""
         table = self.table
         tally = table.tally(lfa)
-        ideal = tally.ideal(table.lowerer.hw.dram.bytes_per_cycle)
+        bpc = table.lowerer.hw.dram.bytes_per_cycle
+        ideal = tally.ideal(bpc)
         energy = (sum(self._energy_units(table.segments[key]) for key in _keys(lfa))
                   + self.per_byte.numerator * tally.dram_bytes)
         if self.objective == "ideal":
-            return ideal
+            return ideal, tally.compute_cycles * bpc + tally.dram_bytes
         if self.objective == "energy":
-            return energy
-        return self.alpha * ideal + energy
+            return energy, 0
+        return self.alpha * ideal + energy, 0
+
+    def tie_break(self, found: _Found) -> None:
+        """Second phase of the "ideal" objective: keep the ideal at most `found`'s and
+        minimise compute x bandwidth + DRAM bytes (both resources' total use), hinted
+        with `found`."""
+        self.model.add(self.ideal <= found.ideal)
+        self.model.minimize(self.tie)
+        self.model.clear_hints()
+        self.hint(found.lfa)
 
     def hint(self, lfa: Lfa) -> None:
-        """Hints x, d, c, st, t and the ideal with `lfa` (its FLGs must be candidates)."""
+        """Hints every variable with `lfa` (its FLGs must be candidates)."""
         table, m = self.table, self.model
         chosen = set(_keys(lfa))
         for key, var in self.x.items():
@@ -391,6 +547,10 @@ class _Model:
                        seg_of[pos[v]].loads.get((u, v), 0) if crossing else 0)
         for u, var in self.st.items():
             m.add_hint(var, _crosses(cuts, pos[u], table.last_use[u]))
+        for (u, v), var in self.pf.items():
+            first = seg_of[pos[v]] if seg_of[pos[v]].start == pos[v] else None
+            m.add_hint(var, first.first_loads.get(u, 0)
+                       if first is not None and _crosses(cuts, pos[u], pos[v]) else 0)
         m.add_hint(self.ideal, table.tally(lfa).ideal(table.lowerer.hw.dram.bytes_per_cycle))
 
     def decode(self, solution) -> tuple[Lfa, list[tuple[int, int, int]]]:
@@ -468,6 +628,7 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
     order = tuple(order)
     if incumbent is not None and incumbent.order != order:
         raise ScheduleError("the incumbent LFA has another computing order than the model")
+    check_lfa(wl, Lfa.unfused(order))  # the order is a topological order of all layers
     n = len(order)
     if window is None:
         w0, w1 = 0, n
@@ -481,52 +642,85 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
             raise ScheduleError(f"LFA window {window} is empty")
     keys = [(i, j, t) for i in range(w0, w1) for j in range(i + 1, min(w1, i + max_segment)
                                                             + 1) for t in tilings]
-    inc_keys = _keys(incumbent) if incumbent is not None else []
+    inc_candidate = inc_tally = None
     if incumbent is not None:
         lowerer.lower(incumbent)  # raises ScheduleError naming what is wrong with it
-        keys = [k for k in inc_keys if not (w0 <= k[0] < w1)] + keys + inc_keys
+        inc_candidate = _fitting(lowerer, incumbent)[0]
+        keys += _keys(incumbent)
     table = SegmentTable(lowerer, order, keys)
-    if incumbent is None:
-        check_lfa(wl, Lfa.unfused(order))  # validates the order
     bpc = lowerer.hw.dram.bytes_per_cycle
-    inc_candidate = _evaluate(lowerer, incumbent) if incumbent is not None else None
-    inc_tally = table.tally(incumbent) if incumbent is not None else None
+    if incumbent is not None:
+        inc_tally = table.tally(incumbent)
     reference = inc_tally or _unfused_tally(table)
     model = _Model(table, objective, w0, w1, incumbent, reference, groups)
     if incumbent is not None:
         model.hint(incumbent)
     deadline = None if time_limit is None else started + time_limit
+    status, found, runs, rounds = _rounds(model, deadline, max_rounds + 1, workers, seed)
+    if found is None and status is not None and status.has_solution:
+        status = dataclasses.replace(status, status="unknown")  # out of rounds or time
+    if found is not None and objective == "ideal" and status is not None \
+            and status.status == "optimal":
+        model.tie_break(found)
+        _, better, _, more_rounds = _rounds(model, deadline, max_rounds + 1 - runs, workers,
+                                            seed)
+        rounds += more_rounds
+        if better is not None and better.rank < found.rank:
+            found = better
+    common = {"status": status, "rounds": rounds, "window": (w0, w1),
+              "segments": len(table.segments)}
+    if inc_candidate is not None and inc_tally is not None and (
+            found is None or found.rank >= model.rank(incumbent)):
+        return LfaSolution(incumbent, inc_candidate, inc_tally.ideal(bpc),
+                           inc_tally.dram_bytes, inc_tally.compute_cycles, improved=False,
+                           **common)
+    if found is None:
+        return LfaSolution(None, None, None, None, None, improved=False, **common)
+    return LfaSolution(found.lfa, found.candidate, found.ideal, found.dram_bytes,
+                       found.compute_cycles, improved=incumbent is not None, **common)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Found:
+    """A decoded LFA that fits, with the model's figures for it."""
+
+    lfa: Lfa
+    candidate: Candidate
+    ideal: int
+    dram_bytes: int
+    compute_cycles: int
+    rank: tuple[int, int]
+    """(objective, tie-break) in model units: smaller is better."""
+
+
+def _rounds(model: _Model, deadline: float | None, runs: int, workers: int | None,
+            seed: int) -> tuple[SolveStatus | None, _Found | None, int, int]:
+    """Solves the model until a decoded LFA fits, adding no-good cuts for those that
+    do not, in at most `runs` CP-SAT runs. Returns the last status, the LFA found, the
+    runs made and the rounds of cuts added."""
+    lowerer = model.table.lowerer
     status = None
-    best = None  # (lfa, candidate, ideal, dram, compute, score)
-    rounds = -1
-    while rounds < max_rounds:
+    done = rounds = 0
+    while done < runs:
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
             break
-        rounds += 1
+        done += 1
         status, solution = solve(model.model, left, workers, seed)
         if not status.has_solution:
             break
-        lfa, keys_chosen = model.decode(solution)
-        candidate, program = _evaluate_with_program(lowerer, lfa)
+        lfa, keys = model.decode(solution)
+        candidate, program = _fitting(lowerer, lfa)
         if candidate is not None:
-            best = (lfa, candidate, solution.value(model.ideal), solution.value(model.dram),
-                    solution.value(model.compute), solution.value(model.cost))
-            break
-        for clause in _no_goods(model, lfa, keys_chosen, program):
+            rank = (solution.value(model.cost),
+                    solution.value(model.tie) if model.objective == "ideal" else 0)
+            dram, compute = solution.value(model.dram), solution.value(model.compute)
+            ideal = _ideal(compute, dram, lowerer.hw.dram.bytes_per_cycle)
+            return status, _Found(lfa, candidate, ideal, dram, compute, rank), done, rounds
+        rounds += 1
+        for clause in _no_goods(model, lfa, keys, program):
             model.exclude(clause)
-    rounds = max(rounds, 0)
-    if inc_candidate is not None and inc_tally is not None and (
-            best is None or best[5] >= model.score(incumbent)):
-        return LfaSolution(incumbent, inc_candidate, inc_tally.ideal(bpc),
-                           inc_tally.dram_bytes, inc_tally.compute_cycles, status, rounds,
-                           False, (w0, w1), len(table.segments))
-    if best is None:
-        return LfaSolution(None, None, None, None, None, status, rounds, False, (w0, w1),
-                           len(table.segments))
-    lfa, candidate, ideal, dram, compute, _ = best
-    return LfaSolution(lfa, candidate, ideal, dram, compute, status, rounds,
-                       incumbent is not None, (w0, w1), len(table.segments))
+    return status, None, done, rounds
 
 
 def _unfused_tally(table: SegmentTable) -> Tally:
@@ -543,12 +737,7 @@ def _unfused_tally(table: SegmentTable) -> Tally:
     return table.tally(Lfa(table.order, cuts, tuple(tiling), cuts))
 
 
-def _evaluate(lowerer: Lowerer, lfa: Lfa) -> Candidate | None:
-    return _evaluate_with_program(lowerer, lfa)[0]
-
-
-def _evaluate_with_program(lowerer: Lowerer, lfa: Lfa
-                           ) -> tuple[Candidate | None, TileProgram | None]:
+def _fitting(lowerer: Lowerer, lfa: Lfa) -> tuple[Candidate | None, TileProgram | None]:
     """`lfa` lowered (None if it does not lower) and its candidate under the default
     DLSA (None if it does not fit)."""
     try:
