@@ -15,7 +15,7 @@ from mipsched.evaluate import Evaluation, evaluate
 from mipsched.formulations.bounds import LatencyBound, compulsory_bound
 from mipsched.formulations.dlsa import improve_dlsa
 from mipsched.formulations.feasibility import explain_infeasibility
-from mipsched.heuristics.auto import auto
+from mipsched.heuristics.auto import auto, cpsat
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
 from mipsched.heuristics.common import (
@@ -55,8 +55,10 @@ METHODS: dict[str, Method] = {
                        "double-buffered DLSA", unfused_baseline),
     "sa": Method("SoMa: two-stage simulated annealing (LFA, then DLSA) inside the buffer "
                  "allocator", soma_sa),
-    "auto": Method("SA for 60 % of the time budget, then the exact CP-SAT DLSA model "
-                   "(whole program or windows) on its best LFA", auto),
+    "auto": Method("SA for 60 % of the time budget, then the CP-SAT LFA model and the "
+                   "exact DLSA model on its best LFA(s)", auto),
+    "cpsat": Method("the CP-SAT LFA segment model, then the exact DLSA model on its LFA",
+                    cpsat),
     "cocco": Method("Cocco's GA over partitions of the layer order (FLC set = DRAM cut set), "
                     "tiling from the core array's parallelism, double-buffered DLSA", cocco_ga),
     "greedy": Method("Halide-style greedy fusion of adjacent groups, Cocco's tiling rule, "

@@ -1,43 +1,93 @@
-"""`--method auto`: SoMa's SA for a share of the time budget, then the exact DLSA model
-(whole program or sliding windows) on SA's best LFA, hinted with SA's DLSA. The model is
-never worse than its hint; the best is kept."""
+"""The CP-SAT pipelines behind `--method auto` and `--method cpsat` on a network.
+
+- auto: SoMa's SA for a share of the budget; then the LFA segment model with SA's LFA as
+  incumbent (never worse than it); then the exact DLSA model on SA's best program and on
+  the LFA model's (if it found a better LFA), each hinted with its current DLSA. The best
+  schedule by the objective is kept, so auto is never worse than its own SA run.
+- cpsat: the LFA model from the unfused schedule, then the DLSA model on its LFA.
+Every CP-SAT model solved is reported (scope, status, objective, bound, time).
+"""
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from mipsched.evaluate import evaluate
 from mipsched.formulations.dlsa import improve_dlsa
+from mipsched.formulations.lfa import solve_lfa
+from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.common import Candidate, MethodResult, SearchOptions
 from mipsched.heuristics.soma_sa import soma_sa
 from mipsched.schedule.lowering import Lowerer
 
 SA_SHARE = 0.6
-"""Share of --time-limit given to SA; the DLSA model gets the rest."""
+"""Share of --time-limit given to SA in auto."""
+LFA_SHARE = 0.15
+"""Share of --time-limit given to the LFA model (auto and cpsat take what is left for
+the DLSA model)."""
 MODEL_SECONDS = 30.0
-"""The DLSA model's time when no --time-limit is given."""
+"""Each model's time when no --time-limit is given."""
+
+
+def _left(deadline: float | None, share_of_rest: float = 1.0) -> float:
+    if deadline is None:
+        return MODEL_SECONDS
+    return max(deadline - time.perf_counter(), 0.0) * share_of_rest
+
+
+def _lfa_step(lowerer: Lowerer, incumbent: Candidate, options: SearchOptions,
+              seconds: float, models: list[dict[str, Any]]) -> Candidate | None:
+    """The LFA model's better LFA (with its default DLSA), or None."""
+    if seconds <= 0 or options.stop.is_set():
+        return None
+    sol = solve_lfa(lowerer, incumbent=incumbent.lfa, objective="ideal",
+                    time_limit=seconds, workers=options.workers, seed=options.seed)
+    s = sol.status
+    models.append({"model": "lfa", "scope": "window" if sol.window != (
+        0, len(lowerer.workload.layers)) else "whole", "status": s.status if s else "unknown",
+        "objective": sol.model_ideal, "bound": s.bound if s else None,
+        "wall_seconds": s.wall_seconds if s else 0.0, "workers": s.workers if s else 0})
+    return sol.candidate if sol.improved and sol.candidate is not None else None
+
+
+def _dlsa_step(cand: Candidate, options: SearchOptions, seconds: float,
+               models: list[dict[str, Any]]) -> Candidate:
+    """`cand` with the DLSA model's best DLSA for its LFA (never worse)."""
+    if seconds <= 0 or options.stop.is_set():
+        return cand
+    result = improve_dlsa(cand.program, cand.dlsa, seconds, options.workers, options.seed)
+    models.extend({"model": "dlsa", "scope": "whole" if result.whole else "window",
+                   "status": s.status, "objective": s.objective, "bound": s.bound,
+                   "wall_seconds": s.wall_seconds, "workers": s.workers}
+                  for s in result.statuses)
+    if result.latency_cycles < cand.evaluation.latency_cycles:
+        return Candidate(cand.lfa, cand.program, result.dlsa,
+                         evaluate(cand.program, result.dlsa))
+    return cand
 
 
 def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
-    started = time.perf_counter()
+    deadline = options.deadline()
     sa_limit = None if options.time_limit is None else SA_SHARE * options.time_limit
     sa = soma_sa(lowerer, SearchOptions(options.seed, sa_limit, options.objective,
                                         options.workers, options.stop))
-    best = sa.best
-    if options.time_limit is None:
-        model_limit = MODEL_SECONDS
-    else:
-        model_limit = max(options.time_limit - (time.perf_counter() - started), 0.0)
-    models = []
-    if model_limit > 0 and not options.stop.is_set():
-        result = improve_dlsa(best.program, best.dlsa, model_limit, options.workers,
-                              options.seed)
-        models = [{"model": "dlsa", "scope": "whole" if result.whole else "window",
-                   "status": s.status, "objective": s.objective, "bound": s.bound,
-                   "wall_seconds": s.wall_seconds, "workers": s.workers}
-                  for s in result.statuses]
-        if result.latency_cycles < best.evaluation.latency_cycles:
-            best = Candidate(best.lfa, best.program, result.dlsa,
-                             evaluate(best.program, result.dlsa))
-    stages = {**sa.stages, "cpsat": best}
-    return MethodResult(best, stages, sa.evaluations, models)
+    models: list[dict[str, Any]] = []
+    lfa_limit = MODEL_SECONDS if deadline is None else LFA_SHARE * options.time_limit
+    from_lfa = _lfa_step(lowerer, sa.best, options, min(lfa_limit, _left(deadline)), models)
+    finalists = [_dlsa_step(sa.best, options, _left(deadline, 0.5 if from_lfa else 1.0),
+                            models)]
+    if from_lfa is not None:
+        finalists.append(_dlsa_step(from_lfa, options, _left(deadline), models))
+    best = min(finalists, key=lambda c: options.objective.cost(c.evaluation))
+    return MethodResult(best, {**sa.stages, "cpsat": best}, sa.evaluations, models)
+
+
+def cpsat(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
+    deadline = options.deadline()
+    start = unfused_baseline(lowerer).best
+    models: list[dict[str, Any]] = []
+    lfa_limit = MODEL_SECONDS if deadline is None else 0.5 * options.time_limit
+    chosen = _lfa_step(lowerer, start, options, lfa_limit, models) or start
+    best = _dlsa_step(chosen, options, _left(deadline), models)
+    return MethodResult(best, {"lfa": chosen, "dlsa": best}, 0, models)
