@@ -13,7 +13,7 @@ from typing import Any
 from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation, evaluate
 from mipsched.formulations.bounds import LatencyBound, compulsory_bound
-from mipsched.formulations.dlsa import improve_dlsa
+from mipsched.formulations.dlsa import improve_dlsa, whole_model_fits
 from mipsched.formulations.feasibility import explain_infeasibility
 from mipsched.heuristics.auto import auto, cpsat
 from mipsched.heuristics.baseline import unfused_baseline
@@ -243,6 +243,9 @@ def _version(pkg: str) -> str | None:
 
 #: Methods for a tile program whose LFA is fixed (only the DLSA is searched).
 PROGRAM_METHODS = ("cpsat", "sa")
+#: For a program too large for one DLSA model, the share of --time-limit that the
+#: stage-2 annealer gets before the windowed model refines its result.
+SA_FIRST_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -280,14 +283,27 @@ def solve_program(program: TileProgram, method: str = "cpsat", seed: int = 0,
     models: list[dict[str, Any]] = []
     bound = program.ideal_cycles
     if method == "cpsat":
-        result = improve_dlsa(program, start, time_limit, workers, seed)
+        if not whole_model_fits(program):
+            # too large for one model: anneal first (cheap, broad), then windows refine
+            sa_limit = None if time_limit is None else SA_FIRST_SHARE * time_limit
+            start = search_dlsa(program, start, None, Objective(),
+                                1000 * len(program.tensors), random.Random(seed),
+                                None if sa_limit is None else time.perf_counter() + sa_limit
+                                ).best.dlsa
+            models.append({"model": "sa-dlsa", "scope": "whole", "status": "feasible",
+                           "objective": evaluate(program, start).latency_cycles,
+                           "bound": None, "wall_seconds": time.perf_counter() - started,
+                           "workers": 1})
+        left = None if time_limit is None else max(
+            time_limit - (time.perf_counter() - started), 0.0)
+        result = improve_dlsa(program, start, left, workers, seed)
         dlsa = result.dlsa
         if result.lower_bound is not None:
             bound = max(bound, result.lower_bound)
-        models = [{"model": "dlsa", "scope": "whole" if result.whole else "window",
-                   "status": s.status, "objective": s.objective, "bound": s.bound,
-                   "wall_seconds": s.wall_seconds, "workers": s.workers}
-                  for s in result.statuses]
+        models += [{"model": "dlsa", "scope": "whole" if result.whole else "window",
+                    "status": s.status, "objective": s.objective, "bound": s.bound,
+                    "wall_seconds": s.wall_seconds, "workers": s.workers}
+                   for s in result.statuses]
     else:
         deadline = None if time_limit is None else time_limit
         dlsa = search_dlsa(program, start, None, Objective(), 1000 * len(program.tensors),

@@ -204,6 +204,11 @@ def solve_dlsa(program: TileProgram, hint: Dlsa | None = None,
 WHOLE_MODEL_LITERALS = 40_000
 
 
+def whole_model_fits(program: TileProgram) -> bool:
+    """Whether the whole program is small enough for one DLSA model."""
+    return sum(t.hi - t.lo for t in program.tensors) <= WHOLE_MODEL_LITERALS
+
+
 @dataclass(frozen=True)
 class WindowSettings:
     """Sliding windows over the tile sequence: `tiles` per window, consecutive windows
@@ -240,9 +245,8 @@ def improve_dlsa(program: TileProgram, incumbent: Dlsa, time_limit: float | None
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     best = incumbent
     best_latency = evaluate(program, incumbent).latency_cycles
-    literals = sum(t.hi - t.lo for t in program.tensors)
     statuses: list[SolveStatus] = []
-    if literals <= WHOLE_MODEL_LITERALS:
+    if whole_model_fits(program):
         result = solve_dlsa(program, incumbent, time_limit, workers, seed)
         statuses.append(result.status)
         if result.latency_cycles is not None and result.latency_cycles < best_latency:
