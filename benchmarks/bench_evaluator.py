@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+from publish import publish  # benchmarks/ is on sys.path when a benchmark runs
+
 from mipsched.evaluate import evaluate, latency
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
@@ -88,10 +90,7 @@ def main() -> None:
              "| measure | per second | target |", "|---|---:|---:|"]
     for name, value, target in rows:
         lines.append(f"| {name} | {value:,.0f} | {'' if target is None else f'>= {target:,}'} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

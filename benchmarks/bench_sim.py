@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from publish import publish  # benchmarks/ is on sys.path when a benchmark runs
+
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
@@ -65,10 +67,7 @@ def main() -> None:
             target = ">= 50" if net == "resnet50" else ""
             lines.append(f"| {net} / {hw_name} | {label} | {program.n_tiles} | "
                          f"{len(program.tensors)} | {rate:,.0f} | {target} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

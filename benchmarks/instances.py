@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from publish import publish  # benchmarks/ is on sys.path when a benchmark runs
+
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.solve import solve_program
 
@@ -37,10 +39,7 @@ def main() -> None:
             f"{ref[1] if ref else '—':,} | {latency:,} | "
             f"{(latency / ref[1] - 1) if ref else 0:+.2%} | {outcome.status} | {gap:.2%} | "
             f"{outcome.wall_seconds:.1f} |")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -300,10 +300,7 @@ def solve_program(program: TileProgram, method: str = "cpsat", seed: int = 0,
         dlsa = result.dlsa
         if result.lower_bound is not None:
             bound = max(bound, result.lower_bound)
-        models += [{"model": "dlsa", "scope": "whole" if result.whole else "window",
-                    "status": s.status, "objective": s.objective, "bound": s.bound,
-                    "wall_seconds": s.wall_seconds, "workers": s.workers}
-                   for s in result.statuses]
+        models += result.records()
     else:
         deadline = None if time_limit is None else time_limit
         dlsa = search_dlsa(program, start, None, Objective(), 1000 * len(program.tensors),

@@ -231,6 +231,13 @@ class DlsaImprovement:
     windows: int
     whole: bool
 
+    def records(self) -> list[dict]:
+        """One certificate entry per CP-SAT run (scope, status, objective, bound, time)."""
+        return [{"model": "dlsa", "scope": "whole" if self.whole else "window",
+                 "status": s.status, "objective": s.objective, "bound": s.bound,
+                 "wall_seconds": s.wall_seconds, "workers": s.workers}
+                for s in self.statuses]
+
 
 def improve_dlsa(program: TileProgram, incumbent: Dlsa, time_limit: float | None = None,
                  workers: int | None = None, seed: int = 0,

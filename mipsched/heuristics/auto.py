@@ -57,10 +57,7 @@ def _dlsa_step(cand: Candidate, options: SearchOptions, seconds: float,
     if seconds <= 0 or options.stop.is_set():
         return cand
     result = improve_dlsa(cand.program, cand.dlsa, seconds, options.workers, options.seed)
-    models.extend({"model": "dlsa", "scope": "whole" if result.whole else "window",
-                   "status": s.status, "objective": s.objective, "bound": s.bound,
-                   "wall_seconds": s.wall_seconds, "workers": s.workers}
-                  for s in result.statuses)
+    models.extend(result.records())
     if result.latency_cycles < cand.evaluation.latency_cycles:
         return Candidate(cand.lfa, cand.program, result.dlsa,
                          evaluate(cand.program, result.dlsa))
