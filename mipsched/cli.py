@@ -58,6 +58,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   pretty_exceptions_show_locals=False,
                   help="Schedule DNN workloads on an accelerator and certify the result.")
 console = Console()
+progress = Console(stderr=True)
+"""Spinners go to stderr, so that stdout stays pure JSON with --json."""
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_SCHEDULE = 1
@@ -152,7 +154,10 @@ def solve_cmd(
         chosen = method or "auto"
         workload = resolve_network(net, batch, elem_bytes)
         hardware = load_hardware(hw)
-        outcome = solve(workload, hardware, chosen, seed, time_limit, objective, workers)
+        limit = "" if time_limit is None else f", at most {time_limit:g} s"
+        with progress.status(f"solving {workload.name} on {hardware.name} with {chosen}"
+                            f"{limit} (Ctrl-C keeps the best so far)", spinner="dots"):
+            outcome = solve(workload, hardware, chosen, seed, time_limit, objective, workers)
         out_dir = out or Path("out") / _safe(f"{workload.name}-{hardware.name}-b{batch}")
         out_dir.mkdir(parents=True, exist_ok=True)
         result = outcome_json(outcome, workload)
@@ -186,7 +191,8 @@ def _solve_program(file: Path, method: str, seed: int, time_limit: float | None,
                    workers: int | None, out: Path | None, as_json: bool) -> int:
     """`solve INSTANCE.json`: search the DLSA of a fixed tile program."""
     program = TileProgram.from_json(read_json(file))
-    outcome = solve_program(program, method, seed, time_limit, workers)
+    with progress.status(f"solving the DLSA of {file.name} with {method}", spinner="dots"):
+        outcome = solve_program(program, method, seed, time_limit, workers)
     out_dir = out or Path("out") / _safe(file.stem)
     out_dir.mkdir(parents=True, exist_ok=True)
     program.solutions[method] = (outcome.dlsa, outcome.evaluation.latency_cycles,
@@ -382,7 +388,7 @@ def compare_cmd(
         workloads = [resolve_network(n, batch) for n in nets]
         hardware = load_hardware(hw)
         out.mkdir(parents=True, exist_ok=True)
-        with console.status("comparing", spinner="dots") as status:
+        with progress.status("comparing", spinner="dots") as status:
             rows = compare(workloads, chosen, hardware, base, seed, time_limit, objective,
                            progress=None if as_json else status.update)
         write_text_atomic(out / "compare.csv", to_csv(rows))
