@@ -41,3 +41,14 @@ def test_compare_rejects_unknown_method_and_baseline(tmp_path: Path) -> None:
     bad = runner.invoke(app, ["compare", "chain5", "--methods", "sa", "--baseline",
                               "baseline", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "--baseline 'baseline' is not among" in bad.stderr
+
+
+def test_every_method_has_a_row_for_its_result(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["compare", "chain5", "--methods", "cocco,dp,sa",
+                                 "--out", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["method"]: r for r in json.loads(result.stdout)}
+    assert {"cocco", "cocco:unfused", "dp", "dp:unfused", "sa:stage1", "sa:stage2"} <= set(rows)
+    assert "sa" not in rows  # SA's result is its stage 2
+    assert rows["cocco"]["speedup"] == 1.0
+    assert rows["cocco"]["edp"] <= rows["cocco:unfused"]["edp"]  # GA starts from it

@@ -1,7 +1,8 @@
 """`mipsched compare`: several methods on several networks, one table (CSV / markdown).
 
-A row per (network, method); a method with stages contributes one row per stage: SA
-`sa:stage1` and `sa:stage2` (SoMa Fig. 6's Ours_1 / Ours_2), auto also `auto:cpsat`.
+A row per (network, method), plus one per named stage of the method: SA `sa:stage1` and
+`sa:stage2` (SoMa Fig. 6's Ours_1 / Ours_2; stage 2 is SA's result), auto also
+`auto:cpsat`, the partition methods `:unfused` (their starting point).
 Ratios are against a chosen baseline method on the same network: speedup = baseline
 latency / latency, energy and EDP as fractions of the baseline's. Every row's schedule
 has been replayed by the simulator.
@@ -77,7 +78,7 @@ def compare(workloads: Iterable[Workload], methods: list[str], hw: Hardware,
                 else:
                     rows.append(_row(wl.name, f"{method}:{stage}", stages[stage],
                                      outcome.wall_seconds))
-            if not stages:
+            if not any(c is outcome.candidate for c in stages.values()):
                 rows.append(_row(wl.name, method, outcome.candidate, outcome.wall_seconds))
         _fill_ratios(rows[first:], baseline)
     return rows
