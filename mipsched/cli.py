@@ -149,6 +149,9 @@ def solve_cmd(
 
     def body() -> int:
         if net.endswith(".json"):
+            if (hw, batch, elem_bytes) != ("edge", 1, 1):
+                raise InputError("--hw, --batch and --elem-bytes do not apply to a tile "
+                                 "program: its hardware and tiles are fixed in the file")
             return _solve_program(Path(net), method or "cpsat", seed, time_limit, workers,
                                   out, as_json)
         chosen = method or "auto"
@@ -156,7 +159,8 @@ def solve_cmd(
         hardware = load_hardware(hw)
         limit = "" if time_limit is None else f", at most {time_limit:g} s"
         with progress.status(f"solving {workload.name} on {hardware.name} with {chosen}"
-                            f"{limit} (Ctrl-C keeps the best so far)", spinner="dots"):
+                            f"{limit} (Ctrl-C: sa and auto stop with their best so far)",
+                            spinner="dots"):
             outcome = solve(workload, hardware, chosen, seed, time_limit, objective, workers)
         out_dir = out or Path("out") / _safe(f"{workload.name}-{hardware.name}-b{batch}")
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -190,7 +194,11 @@ def solve_cmd(
 def _solve_program(file: Path, method: str, seed: int, time_limit: float | None,
                    workers: int | None, out: Path | None, as_json: bool) -> int:
     """`solve INSTANCE.json`: search the DLSA of a fixed tile program."""
-    program = TileProgram.from_json(read_json(file))
+    data = read_json(file)
+    if is_schedule(data):
+        raise InputError(f"{file} is a schedule.json: replay it with `mipsched eval`, or "
+                         "solve its network by name")
+    program = TileProgram.from_json(data)
     with progress.status(f"solving the DLSA of {file.name} with {method}", spinner="dots"):
         outcome = solve_program(program, method, seed, time_limit, workers)
     out_dir = out or Path("out") / _safe(file.stem)

@@ -117,8 +117,8 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
         return SolveOutcome(method, "error", None, bound, time.perf_counter() - started,
                             seed, time_limit, f"the {method} schedule failed the simulator: "
                                               f"{rejection}")
-    status = ("optimal" if candidate.evaluation.latency_cycles == bound.cycles
-              else "feasible")
+    status = ("optimal" if objective == "latency"
+              and candidate.evaluation.latency_cycles == bound.cycles else "feasible")
     return SolveOutcome(method, status, candidate, bound, time.perf_counter() - started,
                         seed, time_limit, stages=result.stages, models=result.models)
 
@@ -246,6 +246,8 @@ PROGRAM_METHODS = ("cpsat", "sa")
 #: For a program too large for one DLSA model, the share of --time-limit that the
 #: stage-2 annealer gets before the windowed model refines its result.
 SA_FIRST_SHARE = 0.5
+#: Time budget of `solve INSTANCE.json` when no --time-limit is given (seconds).
+PROGRAM_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -264,57 +266,59 @@ class ProgramOutcome:
     start_latency: int
     models: list[dict[str, Any]]
     wall_seconds: float
+    seed: int = 0
+    time_limit: float | None = None
 
 
 def solve_program(program: TileProgram, method: str = "cpsat", seed: int = 0,
                   time_limit: float | None = None, workers: int | None = None
                   ) -> ProgramOutcome:
     """Searches the DLSA of `program`, starting from its `reference` solution when it has
-    one (else the default DLSA); replays the result in the simulator."""
+    one, else its only stored one, else the default DLSA; replays the result in the
+    simulator. Without a time limit, PROGRAM_SECONDS apply."""
     if method not in PROGRAM_METHODS:
         raise InputError(f"method '{method}' does not apply to a tile program "
                          f"(available: {', '.join(PROGRAM_METHODS)})")
     started = time.perf_counter()
-    name = "reference" if "reference" in program.solutions else "default"
-    start = program.solutions[name][0] if name in program.solutions else default_dlsa(program)
-    start_ev = evaluate(program, start)
-    if not start_ev.fits:
+    budget = (PROGRAM_SECONDS if time_limit is None else time_limit) * (1 - TIME_RESERVE)
+    deadline = started + budget
+    stored = list(program.solutions)
+    name = ("reference" if "reference" in stored
+            else stored[0] if len(stored) == 1 else "default")
+    origin = program.solutions[name][0] if name in program.solutions else default_dlsa(program)
+    origin_ev = evaluate(program, origin)
+    if not origin_ev.fits:
         raise InputError(f"the {name} DLSA of this program overflows the buffer")
     models: list[dict[str, Any]] = []
     bound = program.ideal_cycles
+    start = origin
     if method == "cpsat":
         if not whole_model_fits(program):
             # too large for one model: anneal first (cheap, broad), then windows refine
-            sa_limit = None if time_limit is None else SA_FIRST_SHARE * time_limit
             start = search_dlsa(program, start, None, Objective(),
                                 1000 * len(program.tensors), random.Random(seed),
-                                None if sa_limit is None else time.perf_counter() + sa_limit
-                                ).best.dlsa
+                                started + SA_FIRST_SHARE * budget).best.dlsa
             models.append({"model": "sa-dlsa", "scope": "whole", "status": "feasible",
                            "objective": evaluate(program, start).latency_cycles,
                            "bound": None, "wall_seconds": time.perf_counter() - started,
                            "workers": 1})
-        left = None if time_limit is None else max(
-            time_limit - (time.perf_counter() - started), 0.0)
-        result = improve_dlsa(program, start, left, workers, seed)
+        result = improve_dlsa(program, start, max(deadline - time.perf_counter(), 0.0),
+                              workers, seed)
         dlsa = result.dlsa
         if result.lower_bound is not None:
             bound = max(bound, result.lower_bound)
         models += result.records()
     else:
-        deadline = None if time_limit is None else time_limit
         dlsa = search_dlsa(program, start, None, Objective(), 1000 * len(program.tensors),
-                           random.Random(seed),
-                           None if deadline is None else time.perf_counter() + deadline
-                           ).best.dlsa
+                           random.Random(seed), deadline).best.dlsa
     ev = evaluate(program, dlsa)
     rejection = replay_rejection(Candidate(None, program, dlsa, ev))
-    if rejection is not None:  # never report what the simulator refuses: keep the start
+    if rejection is not None:  # never report what the simulator refuses: keep the origin
         models.append({"model": "simulator", "status": "rejected", "reason": rejection})
-        dlsa, ev = start, start_ev
+        dlsa, ev = origin, origin_ev
     status = "optimal" if ev.latency_cycles == bound else "feasible"
-    return ProgramOutcome(method, status, dlsa, ev, bound, name, start_ev.latency_cycles,
-                          models, time.perf_counter() - started)
+    return ProgramOutcome(method, status, dlsa, ev, bound, name, origin_ev.latency_cycles,
+                          models, time.perf_counter() - started, seed, time_limit)
 
 
 def program_json(outcome: ProgramOutcome, program: TileProgram) -> dict[str, Any]:
@@ -348,15 +352,19 @@ def program_certificate(outcome: ProgramOutcome, program: TileProgram) -> dict[s
         "instance": {"name": program.name, "source": program.source,
                      "tiles": program.n_tiles, "dram_tensors": len(program.tensors)},
         "method": outcome.method,
+        "seed": outcome.seed,
+        "time_limit_s": outcome.time_limit,
         "solver_versions": {pkg: _version(pkg) for pkg in ("mipsched", "ortools", "pulp")},
         "incumbent": {"latency_cycles": ev.latency_cycles, "energy_pj": ev.energy_pj,
                       "edp": ev.edp},
         "lower_bound": {"latency_cycles": outcome.lower_bound_cycles,
+                        "components": {"ideal_cycles": program.ideal_cycles},
                         "derivation": "max(sum of tile cycles, sum of DRAM cycles) of this "
                                       "LFA, raised to the DLSA model's proven bound when the "
                                       "whole program was solved"},
         "gap": (ev.latency_cycles - outcome.lower_bound_cycles) / ev.latency_cycles,
         "status": outcome.status,
+        "reason": None,
         "models": outcome.models,
         "wall_seconds": outcome.wall_seconds,
     }

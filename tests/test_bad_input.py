@@ -161,3 +161,12 @@ def test_usage_errors_are_one_line(argv: list[str], needle: str, capsys) -> None
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle in err[0]
+
+
+def test_solve_rejects_a_schedule_json_and_fixed_program_options(schedule: dict,
+                                                                 tmp_path: Path) -> None:
+    file = tmp_path / "s.json"
+    file.write_text(json.dumps(schedule))
+    assert_one_line_error(runner.invoke(app, ["solve", str(file)]), "is a schedule.json")
+    assert_one_line_error(runner.invoke(app, ["solve", str(file), "--batch", "4"]),
+                          "do not apply to a tile program")

@@ -112,3 +112,16 @@ def test_ctrl_c_ends_the_search_with_the_best_so_far() -> None:
     assert result.best.evaluation.fits
     assert simulate(result.best.program, result.best.dlsa).latency_cycles == (
         result.best.evaluation.latency_cycles)
+
+
+def test_ctrl_c_still_reaches_the_search_after_a_cp_sat_solve() -> None:
+    """OR-Tools resets SIGINT when a solve ends; the facade puts the handler back."""
+    from mipsched.formulations.solver import CpModel
+    from mipsched.formulations.solver import solve as cp_solve
+
+    model = CpModel()
+    x = model.new_int_var(0, 3, "x")
+    model.maximize(x)
+    before = signal.getsignal(signal.SIGINT)
+    cp_solve(model, 1.0, 1)
+    assert signal.getsignal(signal.SIGINT) is before

@@ -293,8 +293,9 @@ def improve_dlsa(program: TileProgram, incumbent: Dlsa, time_limit: float | None
 
 def _window(program: TileProgram, incumbent: Dlsa, w0: int, w1: int
             ) -> tuple[list[tuple[int, int]], list[int]]:
-    """Free-end ranges (free tensors: clipped to the window; others: their incumbent
-    value) and the chain of fixed tensors in incumbent order."""
+    """Free-end ranges (free tensors: their range cut to the window, widened to keep the
+    incumbent value; others: the incumbent value) and the chain of fixed tensors in
+    incumbent order."""
     ranges = []
     free = set()
     for i, t in enumerate(program.tensors):

@@ -7,6 +7,8 @@ and a thread count, and returns a frozen, typed result.
 from __future__ import annotations
 
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass
 
@@ -64,7 +66,13 @@ def solve(model: cp_model.CpModel, time_limit: float | None, workers: int | None
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
     started = time.perf_counter()
-    code = solver.solve(model)
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        code = solver.solve(model)
+    finally:  # OR-Tools resets SIGINT to the default when it ends: put ours back
+        if main:
+            signal.signal(signal.SIGINT, handler)
     elapsed = time.perf_counter() - started
     status = _STATUS.get(code, "unknown")
     has = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)

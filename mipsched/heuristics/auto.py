@@ -77,14 +77,15 @@ def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     if from_lfa is not None:
         finalists.append(_dlsa_step(from_lfa, options, _left(deadline), models))
     best = min(finalists, key=lambda c: options.objective.cost(c.evaluation))
-    return MethodResult(best, {**sa.stages, "cpsat": best}, sa.evaluations, models)
+    stages = dict(sa.stages) if best is sa.best else {**sa.stages, "cpsat": best}
+    return MethodResult(best, stages, sa.evaluations, models)
 
 
 def cpsat(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     deadline = options.deadline()
     start = unfused_baseline(lowerer).best
     models: list[dict[str, Any]] = []
-    lfa_limit = MODEL_SECONDS if deadline is None else 0.5 * options.time_limit
+    lfa_limit = MODEL_SECONDS if deadline is None else _left(deadline, 0.5)
     chosen = _lfa_step(lowerer, start, options, lfa_limit, models) or start
     best = _dlsa_step(chosen, options, _left(deadline), models)
     return MethodResult(best, {"lfa": chosen, "dlsa": best}, 0, models)

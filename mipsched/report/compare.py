@@ -1,8 +1,9 @@
 """`mipsched compare`: several methods on several networks, one table (CSV / markdown).
 
-A row per (network, method), plus one per named stage of the method: SA `sa:stage1` and
-`sa:stage2` (SoMa Fig. 6's Ours_1 / Ours_2; stage 2 is SA's result), auto also
-`auto:cpsat`, the partition methods `:unfused` (their starting point).
+A row per (network, method) with its result, plus one per named stage before it: SA
+`sa:stage1` and `sa:stage2` (SoMa Fig. 6's Ours_1 / Ours_2; the `sa` row repeats stage
+2), auto also `auto:cpsat` when the models improved on SA, the partition methods
+`:unfused` (their starting point).
 Ratios are against a chosen baseline method on the same network: speedup = baseline
 latency / latency, energy and EDP as fractions of the baseline's. Every row's schedule
 has been replayed by the simulator.
@@ -43,9 +44,10 @@ class CompareRow:
     reason: str | None = None
 
 
-def _row(network: str, method: str, cand: Candidate, runtime: float) -> CompareRow:
+def _row(network: str, method: str, cand: Candidate, runtime: float,
+         status: str = "feasible") -> CompareRow:
     ev = cand.evaluation
-    return CompareRow(network, method, "feasible", ev.latency_cycles, ev.energy_pj, ev.edp,
+    return CompareRow(network, method, status, ev.latency_cycles, ev.energy_pj, ev.edp,
                       ev.utilization, ev.dram_bytes, len(cand.lfa.dram_cuts) + 1,
                       len(cand.lfa.flc) + 1, cand.program.n_tiles, cand.program.ideal_cycles,
                       runtime)
@@ -78,8 +80,8 @@ def compare(workloads: Iterable[Workload], methods: list[str], hw: Hardware,
                 else:
                     rows.append(_row(wl.name, f"{method}:{stage}", stages[stage],
                                      outcome.wall_seconds))
-            if not any(c is outcome.candidate for c in stages.values()):
-                rows.append(_row(wl.name, method, outcome.candidate, outcome.wall_seconds))
+            rows.append(_row(wl.name, method, outcome.candidate, outcome.wall_seconds,
+                             outcome.status))
         _fill_ratios(rows[first:], baseline)
     return rows
 
