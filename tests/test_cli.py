@@ -75,7 +75,7 @@ def test_zoo_and_hw_json() -> None:
     assert presets["cloud"]["peak_ops_per_cycle"] == 2 * 65536
 
 
-def _bad(result, needle: str) -> None:
+def check_bad_input(result, needle: str) -> None:
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], result.stderr
@@ -83,12 +83,13 @@ def _bad(result, needle: str) -> None:
 
 
 def test_unknown_network(tmp_path: Path) -> None:
-    _bad(run("solve", "resnet51", "--out", str(tmp_path / "o")), "unknown network 'resnet51'")
+    check_bad_input(run("solve", "resnet51", "--out", str(tmp_path / "o")),
+                    "unknown network 'resnet51'")
     assert not (tmp_path / "o").exists()
 
 
 def test_unknown_preset(tmp_path: Path) -> None:
-    _bad(run("solve", "chain3", "--hw", "tpu", "--out", str(tmp_path / "o")),
+    check_bad_input(run("solve", "chain3", "--hw", "tpu", "--out", str(tmp_path / "o")),
          "unknown hardware 'tpu'")
     assert not (tmp_path / "o").exists()
 
@@ -97,10 +98,10 @@ def test_bad_hardware_yaml_names_the_key(tmp_path: Path) -> None:
     text = (Path(__file__).parents[1] / "mipsched/hw/presets/edge.yaml").read_text()
     bad = tmp_path / "hw.yaml"
     bad.write_text(text.replace("capacity_bytes: 8388608", "capacity_bytes: -1"))
-    _bad(run("solve", "chain3", "--hw", str(bad), "--out", str(tmp_path / "o")),
+    check_bad_input(run("solve", "chain3", "--hw", str(bad), "--out", str(tmp_path / "o")),
          "gbuf.capacity_bytes: must be > 0")
     bad.write_text(text.replace("lanes: 32", "lanez: 32"))
-    _bad(run("solve", "chain3", "--hw", str(bad), "--out", str(tmp_path / "o")),
+    check_bad_input(run("solve", "chain3", "--hw", str(bad), "--out", str(tmp_path / "o")),
          "core_array.lanez: unknown key")
 
 
@@ -109,26 +110,26 @@ def test_malformed_schedule_json(tmp_path: Path) -> None:
     assert run("solve", "chain3", "--method", "baseline", "--out", str(good)).exit_code == 0
     path = tmp_path / "s.json"
     path.write_text("{ not json")
-    _bad(run("eval", str(path)), "invalid JSON at line 1")
+    check_bad_input(run("eval", str(path)), "invalid JSON at line 1")
     data = json.loads((good / "schedule.json").read_text())
     data["lfa"]["order"] = ["conv2", "conv1", "conv3"]
     path.write_text(json.dumps(data))
-    _bad(run("eval", str(path)), "not topological")
+    check_bad_input(run("eval", str(path)), "not topological")
     data = json.loads((good / "schedule.json").read_text())
     del data["dlsa"]["living"]
     path.write_text(json.dumps(data))
-    _bad(run("eval", str(path)), "dlsa.living: missing key")
+    check_bad_input(run("eval", str(path)), "dlsa.living: missing key")
     data = json.loads((good / "schedule.json").read_text())
     data["dlsa"]["order"] = data["dlsa"]["order"][::-1]
     path.write_text(json.dumps(data))
     result = run("eval", str(path))
     assert result.exit_code == 2 and ("deadlock" in result.stderr
                                       or "ordered before" in result.stderr)
-    _bad(run("eval", str(tmp_path / "missing.json")), "cannot read")
+    check_bad_input(run("eval", str(tmp_path / "missing.json")), "cannot read")
 
 
 def test_unknown_method() -> None:
-    _bad(run("solve", "chain3", "--method", "magic"), "unknown method 'magic'")
+    check_bad_input(run("solve", "chain3", "--method", "magic"), "unknown method 'magic'")
 
 
 def test_element_size_doubles_traffic_and_round_trips(tmp_path: Path) -> None:
