@@ -14,6 +14,7 @@ One pass over tiles and tensors: O(tiles + tensors).
 
 from __future__ import annotations
 
+import itertools
 import operator
 from dataclasses import dataclass
 
@@ -87,18 +88,21 @@ def timeline(program: TileProgram, dlsa: Dlsa) -> Timeline:
     n = program.n_tiles
     tensors = program.tensors
     cycles = program.tile_cycles
+    access = program.access_cycles
     living = dlsa.living
-    release = [0] * len(tensors)
-    need = [0] * len(tensors)
+    release = []
+    need = []
     pending = [0] * (n + 1)
-    for i, t in enumerate(tensors):
-        if t.is_load:
-            release[i] = living[i][0] - 1 if living[i][0] > 0 else -1
-            need[i] = t.first_use
-        else:
-            release[i] = t.producer
-            need[i] = living[i][1]  # End == n: nobody waits
-        pending[need[i]] += 1
+    for (start, end), first_use, producer in zip(living, program.first_uses,
+                                                 program.producers, strict=True):
+        if first_use >= 0:  # a load: released by tile Start - 1, needed by its first use
+            release.append(start - 1 if start > 0 else -1)
+            need.append(first_use)
+            pending[first_use] += 1
+        else:  # a store: released by its producer, needed by tile End (End == n: nobody)
+            release.append(producer)
+            need.append(end)
+            pending[end] += 1
     ready = [0] * (n + 1)
     tile_start = [0] * n
     tile_end = [0] * n
@@ -121,7 +125,7 @@ def timeline(program: TileProgram, dlsa: Dlsa) -> Timeline:
         rel = tile_end[r] if r >= 0 else 0
         start = dram_free if dram_free > rel else rel
         t_start[i] = start
-        dram_free = start + tensors[i].access_cycles
+        dram_free = start + access[i]
         t_end[i] = dram_free
         nt = need[i]
         pending[nt] -= 1
@@ -147,16 +151,11 @@ def buffer_profile(program: TileProgram, dlsa: Dlsa) -> list[int]:
     every DRAM tensor with Start <= t < End."""
     n = program.n_tiles
     diff = [0] * (n + 2)
-    for t, (s, e) in zip(program.tensors, dlsa.living, strict=True):
-        diff[s + 1] += t.bytes
-        diff[e + 1] -= t.bytes
-    occupancy = [0] * (n + 1)
-    running = 0
-    onchip = [program.onchip_before_first_tile, *program.onchip_per_tile]
-    for k in range(n + 1):
-        running += diff[k]
-        occupancy[k] = onchip[k] + running
-    return occupancy
+    for size, (s, e) in zip(program.tensor_bytes, dlsa.living, strict=True):
+        diff[s + 1] += size
+        diff[e + 1] -= size
+    return [a + b for a, b in zip(program.onchip_profile,
+                                  itertools.accumulate(diff[:n + 1]), strict=True)]
 
 
 def evaluate(program: TileProgram, dlsa: Dlsa, check: bool = True) -> Evaluation:

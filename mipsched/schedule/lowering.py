@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from mipsched.cost import NoMappingError, TileCost, tile_cost
@@ -41,6 +40,12 @@ class _FlgPlan:
     steps: list[tuple[str, int, int, int, float, EnergyParts]]
     """The FLG's tiles in execution order: (layer, layer index, tile index, cycles, pJ,
     energy breakdown)."""
+    produced_bytes: dict[str, list[int]]
+    """Bytes of the region each tile of a layer computes (0: nothing)."""
+    share_bytes: dict[str, list[int]]
+    """Bytes of each tile's share of the layer's ofmap."""
+    read_bytes: dict[str, list[tuple[int | None, ...]]]
+    """Bytes each tile reads from each input (None: nothing)."""
 
 
 class Lowerer:
@@ -54,6 +59,8 @@ class Lowerer:
         self._costs: dict[tuple, TileCost] = {}
         self._overlaps: dict[tuple[str, TileGrid, Region], list[int]] = {}
         self._layer_index = {n: i for i, n in enumerate(workload.layers)}
+        self._weights = {n: workload.weight_bytes(n) for n, lay in workload.layers.items()
+                         if lay.has_weights}
 
     def plan(self, layers: tuple[str, ...], tiling: int) -> _FlgPlan:
         key = (layers, tiling)
@@ -67,7 +74,20 @@ class Lowerer:
                     c = costs[n][i]
                     steps.append((n, self._layer_index[n], i, c.cycles if c else 0,
                                   c.energy_pj if c else 0.0, _parts(c) if c else _NO_ENERGY))
-            plan = self._plans[key] = _FlgPlan(tiles, costs, steps)
+            wl = self.workload
+            eb = wl.elem_bytes
+
+            def size(region: Region | None, channels: int) -> int | None:
+                return None if region is None else region.elems(channels) * eb
+
+            produced = {n: [size(r, wl.layers[n].out.c) or 0 for r in tiles.produced[n]]
+                        for n in layers}
+            share = {n: [size(r, wl.layers[n].out.c) for r in tiles.share[n]]
+                     for n in layers}
+            reads = {n: [tuple(size(r, c.c) for r, c in zip(rs, wl.in_shapes(n),
+                                                               strict=True))
+                         for rs in tiles.reads[n]] for n in layers}
+            plan = self._plans[key] = _FlgPlan(tiles, costs, steps, produced, share, reads)
         return plan
 
     def _cost(self, name: str, region: Region | None) -> TileCost | None:
@@ -126,7 +146,6 @@ class Lowerer:
         stored = {n for n in order if n in wl.outputs
                   or any(lg_of[v] != lg_of[n] for v in wl.consumers(n))}
 
-        eb = wl.elem_bytes
         bpc = self.hw.dram.bytes_per_cycle
         tensors: list[DramTensor] = []
         precedence: list[tuple[int, int]] = []
@@ -135,31 +154,32 @@ class Lowerer:
         def add(kind: TensorKind, layer: str, tile: int | None, size: int, **kw) -> int:
             tid = len(tensors)
             tensors.append(DramTensor(tid, kind, self._layer_index[layer], layer, tile, size,
-                                      math.ceil(size / bpc), **kw))
+                                      -(-size // bpc), **kw))
             return tid
 
         flg_of = {n: k for k, (layers, _) in enumerate(flgs) for n in layers}
+        layers_of = wl.layers
         for tile in tiles:
             name, i, p = tile.layer, tile.tile, tile.pos
             plan = plans[flg_of[name]]
-            layer = wl.layers[name]
-            for src, region in zip(layer.inputs, plan.tiles.reads[name][i], strict=True):
-                if region is None or (src in wl.layers and lg_of[src] == lg_of[name]):
+            lg = lg_of[name]
+            reads = plan.tiles.reads[name][i]
+            for k, (src, size) in enumerate(zip(layers_of[name].inputs,
+                                                plan.read_bytes[name][i], strict=True)):
+                if size is None or (src in layers_of and lg_of[src] == lg):
                     continue
-                size = region.elems(wl.shape_of(src).c) * eb
                 tid = add(TensorKind.LOAD_IFMAP, name, i, size, first_use=p, last_use=p,
                           lo=-1, hi=p)
                 if src in stores_of:
                     src_ids = stores_of[src]
-                    precedence.extend((src_ids[k], tid) for k in self._stores_read(
-                        src, plans[flg_of[src]].tiles.grid, region))
-            if layer.has_weights and i == 0:
+                    precedence.extend((src_ids[j], tid) for j in self._stores_read(
+                        src, plans[flg_of[src]].tiles.grid, reads[k]))
+            if i == 0 and name in self._weights:
                 first, last = pos[name][0], pos[name][-1]
-                add(TensorKind.LOAD_WEIGHT, name, None, wl.weight_bytes(name),
+                add(TensorKind.LOAD_WEIGHT, name, None, self._weights[name],
                     first_use=first, last_use=last, lo=-1, hi=first)
             if name in stored:
-                share = plan.tiles.share[name][i]
-                sid = add(TensorKind.STORE_OFMAP, name, i, share.elems(layer.out.c) * eb,
+                sid = add(TensorKind.STORE_OFMAP, name, i, plan.share_bytes[name][i],
                           producer=p, lo=p + 1, hi=n_tiles)
                 stores_of[name].append(sid)
 
@@ -185,7 +205,6 @@ class Lowerer:
     def _onchip_bytes(self, flgs, plans, pos, lg_of, n_tiles: int) -> list[int]:
         """Bytes of on-chip ofmaps live in each tile (difference array over tiles)."""
         wl = self.workload
-        eb = wl.elem_bytes
         diff = [0] * (n_tiles + 1)
 
         def hold(size: int, first: int, last: int) -> None:
@@ -202,17 +221,16 @@ class Lowerer:
                 same_flg = [v for v in onchip_users if flg_of[v] == flg_of[n]]
                 later = [v for v in onchip_users if flg_of[v] != flg_of[n]]
                 later_end = max((pos[v][-1] for v in later), default=-1)
-                channels = wl.layers[n].out.c
+                produced = plan.produced_bytes[n]
+                share = plan.share_bytes[n]
                 for i, p in enumerate(pos[n]):
                     local_end = p
-                    region = plan.tiles.produced[n][i]
-                    if same_flg and region is not None:
+                    if same_flg and produced[i]:
                         local_end = max(pos[v][i] for v in same_flg)
-                        hold(region.elems(channels) * eb, p, local_end)
+                        hold(produced[i], p, local_end)
                     if later:
-                        share = plan.tiles.share[n][i]
-                        start = local_end + 1 if same_flg and region is not None else p
-                        hold(share.elems(channels) * eb, start, later_end)
+                        start = local_end + 1 if same_flg and produced[i] else p
+                        hold(share[i], start, later_end)
         out = [0] * n_tiles
         running = 0
         for p in range(n_tiles):

@@ -152,6 +152,31 @@ class TileProgram:
         """compute_cycles of every tile, in order (cached for the evaluator)."""
         return [t.compute_cycles for t in self.tiles]
 
+    @cached_property
+    def tensor_bytes(self) -> list[int]:
+        """bytes of every DRAM tensor, by id."""
+        return [t.bytes for t in self.tensors]
+
+    @cached_property
+    def onchip_profile(self) -> list[int]:
+        """On-chip bytes at t = -1, 0, ..., n-1 (index t + 1)."""
+        return [self.onchip_before_first_tile, *self.onchip_per_tile]
+
+    @cached_property
+    def access_cycles(self) -> list[int]:
+        """access_cycles of every DRAM tensor, by id."""
+        return [t.access_cycles for t in self.tensors]
+
+    @cached_property
+    def first_uses(self) -> list[int]:
+        """First consuming tile of every load (-1 for stores), by tensor id."""
+        return [t.first_use if t.is_load else -1 for t in self.tensors]
+
+    @cached_property
+    def producers(self) -> list[int]:
+        """Producing tile of every store (-1 for loads), by tensor id."""
+        return [-1 if t.is_load else t.producer for t in self.tensors]
+
     @property
     def ideal_cycles(self) -> int:
         """max(sum of tile cycles, sum of DRAM cycles): no DLSA of this LFA is faster."""
