@@ -174,9 +174,7 @@ def evaluate(program: TileProgram, dlsa: Dlsa, check: bool = True) -> Evaluation
     compute = program.compute_cycles
     weighted = sum(map(operator.mul, occupancy[1:], program.tile_cycles))
     energy = program.energy_pj + program.static_pj_per_cycle * lat
-    totals = program.totals
-    util = (totals.total_ops / (totals.peak_ops_per_cycle * lat)
-            if totals is not None and lat > 0 else None)
+    util = utilization(program, lat)
     dram_cycles = program.dram_cycles
     return Evaluation(
         latency_cycles=lat,
@@ -193,6 +191,14 @@ def evaluate(program: TileProgram, dlsa: Dlsa, check: bool = True) -> Evaluation
         stall_cycles=lat - compute,
         overflow=overflow,
     )
+
+
+def utilization(program: TileProgram, latency_cycles: int) -> float | None:
+    """Network ops (2 per MAC) / (peak ops per cycle x latency); None without totals."""
+    totals = program.totals
+    if totals is None or latency_cycles <= 0:
+        return None
+    return totals.total_ops / (totals.peak_ops_per_cycle * latency_cycles)
 
 
 def _raise_deadlock(program: TileProgram, dlsa: Dlsa, p: int, waiting: int,

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mipsched.errors import InputError
-from mipsched.evaluate import Evaluation, evaluate
+from mipsched.evaluate import Evaluation, evaluate, utilization
 from mipsched.formulations.bounds import LatencyBound, compulsory_bound
 from mipsched.formulations.dlsa import improve_dlsa, whole_model_fits
 from mipsched.formulations.feasibility import explain_infeasibility
@@ -163,14 +163,11 @@ def evaluation_json(ev: Evaluation, workload: Workload | None) -> dict[str, Any]
 def simulation_json(sim: SimResult, workload: Workload | None,
                     program: TileProgram) -> dict[str, Any]:
     """The machine-interface figures of one simulated schedule (DESIGN §5)."""
-    totals = program.totals
-    util = (totals.total_ops / (totals.peak_ops_per_cycle * sim.latency_cycles)
-            if totals is not None and sim.latency_cycles else None)
     return {
         "latency_cycles": sim.latency_cycles,
         "energy_pj": sim.energy_pj,
         "edp": sim.energy_pj * sim.latency_cycles,
-        "utilization": util,
+        "utilization": utilization(program, sim.latency_cycles),
         "peak_buffer_bytes": sim.peak_buffer_bytes,
         "avg_buffer_bytes": sim.avg_buffer_bytes,
         "dram_bytes": sum(t.bytes for t in sim.transfers),

@@ -46,8 +46,6 @@ class DlsaSolution:
     status: SolveStatus
     lower_bound: int | None
     """Proven lower bound on the latency of every DLSA of this program (cycles)."""
-    improved_hint: bool
-    """Whether the model's DLSA beats the hint it was given."""
 
 
 class _Model:
@@ -197,7 +195,7 @@ def solve_dlsa(program: TileProgram, hint: Dlsa | None = None,
     bound = int(status.bound) if status.bound is not None and groups == GROUPS else None
     if status.status == "infeasible" and groups == GROUPS:
         bound = None
-    return DlsaSolution(dlsa, latency, status, bound, improved)
+    return DlsaSolution(dlsa, latency, status, bound)
 
 
 #: A whole program is solved at once when its free-end literals number at most this.

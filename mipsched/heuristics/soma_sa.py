@@ -49,13 +49,10 @@ class SaSettings:
 
 @dataclass
 class SaRound:
-    """One allocator round: stage 1's limit, and both stages' best schedules."""
+    """One allocator round: both stages' best schedules."""
 
-    buffer_limit: int
     stage1: Candidate
     stage2: Candidate
-    lfa_evaluations: int
-    dlsa_iterations: int
 
 
 def anneal_lfa(lowerer: Lowerer, start: Candidate, options: SearchOptions, buffer_limit: int,
@@ -118,7 +115,7 @@ def _soma_sa(lowerer: Lowerer, options: SearchOptions, settings: SaSettings) -> 
                              settings.dlsa_factor * tensors, rng, deadline, settings.cooling,
                              options.stop)
         evaluations += n1 + result.iterations
-        this = SaRound(limit, stage1, result.best, n1, result.iterations)
+        this = SaRound(stage1, result.best)
         rounds.append(this)
         cost = options.objective.cost(this.stage2.evaluation)
         if best_round is None or cost < options.objective.cost(best_round.stage2.evaluation):

@@ -183,7 +183,7 @@ class Lowerer:
                           producer=p, lo=p + 1, hi=n_tiles)
                 stores_of[name].append(sid)
 
-        onchip = self._onchip_bytes(flgs, plans, pos, lg_of, n_tiles)
+        onchip = self._onchip_bytes(flgs, plans, pos, lg_of, flg_of, n_tiles)
         totals = WorkloadTotals(wl.name, wl.batch, wl.total_macs, wl.total_ops,
                                 wl.total_weight_bytes, self.hw.peak_ops_per_cycle)
         return TileProgram(
@@ -202,7 +202,7 @@ class Lowerer:
                     "hardware": self.hw.name},
         )
 
-    def _onchip_bytes(self, flgs, plans, pos, lg_of, n_tiles: int) -> list[int]:
+    def _onchip_bytes(self, flgs, plans, pos, lg_of, flg_of, n_tiles: int) -> list[int]:
         """Bytes of on-chip ofmaps live in each tile (difference array over tiles)."""
         wl = self.workload
         diff = [0] * (n_tiles + 1)
@@ -212,7 +212,6 @@ class Lowerer:
                 diff[first] += size
                 diff[last + 1] -= size
 
-        flg_of = {n: k for k, (layers, _) in enumerate(flgs) for n in layers}
         for (layers, _), plan in zip(flgs, plans, strict=True):
             for n in layers:
                 onchip_users = [v for v in wl.consumers(n) if lg_of[v] == lg_of[n]]

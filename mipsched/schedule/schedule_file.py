@@ -16,7 +16,7 @@ from mipsched import strict
 from mipsched.hw.model import Hardware
 from mipsched.jsonread import JsonObject
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
-from mipsched.schedule.tile_program import DramTensor, read_json, write_json_atomic
+from mipsched.schedule.tile_program import DramTensor, write_json_atomic
 from mipsched.workload.graph import Workload
 from mipsched.workload.resolve import resolve_network
 
@@ -59,11 +59,6 @@ def save_schedule(path: Path, workload: Workload, hw: Hardware, lfa: Lfa, dlsa: 
 
 def is_schedule(data: Any) -> bool:
     return isinstance(data, dict) and data.get("format") == FORMAT
-
-
-def load_schedule(path: Path) -> ScheduleFile:
-    """Reads schedule.json; ScheduleError / InputError naming the bad key."""
-    return parse_schedule(read_json(path), str(path))
 
 
 def parse_schedule(data: Any, source: str) -> ScheduleFile:

@@ -84,16 +84,6 @@ class Region(NamedTuple):
             max(self.w1, other.w1),
         )
 
-    def contains(self, other: Region) -> bool:
-        return (
-            self.b0 <= other.b0
-            and other.b1 <= self.b1
-            and self.h0 <= other.h0
-            and other.h1 <= self.h1
-            and self.w0 <= other.w0
-            and other.w1 <= self.w1
-        )
-
 
 def full_region(batch: int, shape: Shape) -> Region:
     """The region covering a whole feature map of `batch` samples."""
@@ -121,10 +111,6 @@ class Layer:
     groups: int = 1
     axis: str = "c"
     transpose_rhs: bool = False
-
-    @property
-    def on_pe_array(self) -> bool:
-        return self.op in MAC_OPS
 
     @property
     def has_weights(self) -> bool:
