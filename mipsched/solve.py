@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import random
 import time
 from collections.abc import Callable
@@ -12,10 +13,25 @@ from typing import Any
 
 from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation, evaluate, utilization
-from mipsched.formulations.bounds import LatencyBound, compulsory_bound
+from mipsched.formulations.bounds import (
+    Bound,
+    LatencyBound,
+    compulsory_dram_bound,
+    compute_bound,
+    edp_bound,
+    energy_bound,
+    network_latency_bound,
+    strongest,
+)
 from mipsched.formulations.dlsa import improve_dlsa, whole_model_fits
+from mipsched.formulations.exact import (
+    MAX_LAYERS,
+    MAX_ORDERS,
+    energy_relaxation_bound,
+    relaxation_bound,
+)
 from mipsched.formulations.feasibility import explain_infeasibility
-from mipsched.heuristics.auto import auto, cpsat
+from mipsched.heuristics.auto import auto, cpsat, exact
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
 from mipsched.heuristics.common import (
@@ -59,6 +75,9 @@ METHODS: dict[str, Method] = {
                    "exact DLSA model on its best LFA(s)", auto),
     "cpsat": Method("the CP-SAT LFA segment model, then the exact DLSA model on its LFA",
                     cpsat),
+    "exact": Method("SA for a quarter of the time budget, then branch and bound over LFAs "
+                    "(CP-SAT) with the exact DLSA model: proves the latency optimum over "
+                    "power-of-two tilings, or reports the certified gap", exact),
     "cocco": Method("Cocco's GA over partitions of the layer order (FLC set = DRAM cut set), "
                     "tiling from the core array's parallelism, double-buffered DLSA", cocco_ga),
     "greedy": Method("Halide-style greedy fusion of adjacent groups, Cocco's tiling rule, "
@@ -98,7 +117,7 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
         raise InputError(f"unknown objective '{objective}' (available: "
                          f"{', '.join(OBJECTIVES)})")
     started = time.perf_counter()
-    bound = compulsory_bound(workload, hw)
+    bound = network_latency_bound(workload, hw)
     reason = explain_infeasibility(workload, hw)
     if reason is not None:
         return SolveOutcome(method, "infeasible", None, bound, time.perf_counter() - started,
@@ -117,8 +136,11 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
         return SolveOutcome(method, "error", None, bound, time.perf_counter() - started,
                             seed, time_limit, f"the {method} schedule failed the simulator: "
                                               f"{rejection}")
-    status = ("optimal" if objective == "latency"
-              and candidate.evaluation.latency_cycles == bound.cycles else "feasible")
+    if result.bounds:
+        bound = strongest([*bound.bounds, *result.bounds])
+    latency_optimal = candidate.evaluation.latency_cycles <= bound.cycles
+    status = ("optimal" if latency_optimal and (objective == "latency" or method == "exact")
+              else "feasible")
     return SolveOutcome(method, status, candidate, bound, time.perf_counter() - started,
                         seed, time_limit, stages=result.stages, models=result.models)
 
@@ -220,15 +242,91 @@ def certificate_json(outcome: SolveOutcome, workload: Workload, hw: Hardware) ->
         "solver_versions": {pkg: _version(pkg) for pkg in ("mipsched", "ortools", "pulp")},
         "incumbent": None if ev is None else {
             "latency_cycles": ev.latency_cycles, "energy_pj": ev.energy_pj, "edp": ev.edp},
-        "lower_bound": {"latency_cycles": outcome.bound.cycles,
-                        "components": outcome.bound.components,
-                        "derivation": outcome.bound.derivation},
+        "lower_bound": bounds_json(outcome.bound, workload, hw),
         "gap": None if ev is None else
         (ev.latency_cycles - outcome.bound.cycles) / ev.latency_cycles,
         "status": outcome.status,
         "reason": outcome.reason,
         "models": outcome.models,
     }
+
+
+def bounds_json(bound: LatencyBound, workload: Workload, hw: Hardware) -> dict[str, Any]:
+    """Every bound with its derivation; latency_cycles is the binding one."""
+    energy = energy_bound(workload, hw, bound.cycles)
+    edp = edp_bound(energy, bound)
+    return {"latency_cycles": bound.cycles, "binding": bound.binding,
+            "components": bound.components, "derivation": bound.derivation,
+            "energy_pj": energy.value, "edp": edp.value,
+            "bounds": [{"name": b.name, "value": b.value, "derivation": b.derivation}
+                       for b in (*bound.bounds, energy, edp)]}
+
+
+#: Time for the LFA relaxations of `mipsched bound` when no --time-limit is given (s).
+RELAXATION_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class BoundReport:
+    """Every bound of a workload on a hardware (`mipsched bound`)."""
+
+    latency: LatencyBound
+    energy: Bound
+    edp: Bound
+    skipped: dict[str, str]
+    """Bounds not computed, and why."""
+    wall_seconds: float
+
+
+def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = None,
+                 workers: int | None = None) -> BoundReport:
+    """The network bounds, and for nets of at most MAX_LAYERS layers the LFA relaxations
+    of latency and energy (CP-SAT, each given half the time)."""
+    started = time.perf_counter()
+    latency = [compute_bound(workload, hw), compulsory_dram_bound(workload, hw)]
+    skipped: dict[str, str] = {}
+    relaxed_energy = None
+    n = len(workload.layers)
+    if n > MAX_LAYERS:
+        reason = f"{n} layers: computed for nets of at most {MAX_LAYERS}"
+        skipped = {"lfa_relaxation": reason, "lfa_energy": reason}
+    else:
+        lowerer = Lowerer(workload, hw)
+        half = (RELAXATION_SECONDS if time_limit is None else time_limit) / 2
+        cycles, complete = relaxation_bound(lowerer, half, workers)
+        energy_pj, _ = energy_relaxation_bound(lowerer, half, workers)
+        if complete:
+            latency.append(Bound(
+                "lfa_relaxation", math.ceil(cycles),
+                "least over every LFA (all orders, FLC and DRAM cut sets, power-of-two "
+                "tilings) of its ideal raised by head-and-tail terms (CP-SAT, "
+                "formulations/exact.py)"))
+            relaxed_energy = energy_pj
+        else:
+            reason = f"more than {MAX_ORDERS} computing orders"
+            skipped = {"lfa_relaxation": reason, "lfa_energy": reason}
+    best = strongest(latency)
+    energy = energy_bound(workload, hw, best.cycles)
+    if relaxed_energy is not None and \
+            relaxed_energy + hw.static_pj_per_cycle * best.cycles > energy.value:
+        energy = Bound("lfa_energy", relaxed_energy + hw.static_pj_per_cycle * best.cycles,
+                       "least energy over every LFA (all orders, FLC and DRAM cut sets, "
+                       "power-of-two tilings; energy does not depend on the DLSA) + static "
+                       "power x the latency bound")
+    return BoundReport(best, energy, edp_bound(energy, best), skipped,
+                       time.perf_counter() - started)
+
+
+def bound_report_json(report: BoundReport, workload: Workload, hw: Hardware
+                      ) -> dict[str, Any]:
+    """Result object of `bound --json`."""
+    return {"network": workload.name, "batch": workload.batch, "hardware": hw.name,
+            "total_macs": workload.total_macs, "weight_bytes": workload.total_weight_bytes,
+            "lower_bound_cycles": report.latency.cycles, "binding": report.latency.binding,
+            "energy_pj": report.energy.value, "edp": report.edp.value,
+            "bounds": [{"name": b.name, "value": b.value, "derivation": b.derivation}
+                       for b in (*report.latency.bounds, report.energy, report.edp)],
+            "skipped": report.skipped, "wall_seconds": report.wall_seconds}
 
 
 def _version(pkg: str) -> str | None:

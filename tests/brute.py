@@ -116,3 +116,43 @@ def brute_force_optimum(program: TileProgram) -> int | None:
             if best is None or value < best:
                 best = value
     return best
+
+
+def schedule_optimum(workload, hw, tilings: tuple[int, ...]) -> int | None:
+    """Least latency over every six-attribute schedule whose tiling numbers are in
+    `tilings` (None: nothing fits): every computing order, FLC set, DRAM cut set and
+    tiling per FLG, each LFA's DLSA by brute force (or, for more than 7 DRAM tensors or a
+    large space, by the exact DLSA model, itself checked against brute force in
+    test_dlsa_model)."""
+    import networkx as nx
+
+    from mipsched.formulations.dlsa import solve_dlsa
+    from mipsched.schedule.lowering import Lowerer
+    from mipsched.schedule.notation import Lfa, ScheduleError
+    from mipsched.schedule.prefetch_dlsa import tight_dlsa
+
+    lowerer = Lowerer(workload, hw)
+    best = None
+    for order in nx.all_topological_sorts(workload.graph):
+        n = len(order)
+        for flc_mask in range(2 ** (n - 1)):
+            flc = tuple(k for k in range(1, n) if flc_mask >> (k - 1) & 1)
+            for dram_mask in range(2 ** len(flc)):
+                cuts = tuple(c for j, c in enumerate(flc) if dram_mask >> j & 1)
+                for tiling in itertools.product(tilings, repeat=len(flc) + 1):
+                    try:
+                        program = lowerer.lower(Lfa(tuple(order), flc, tiling, cuts))
+                    except ScheduleError:
+                        continue
+                    cap = program.buffer_capacity_bytes
+                    if max(buffer_profile(program, tight_dlsa(program))) > cap:
+                        continue
+                    if len(program.tensors) <= 7 and space_size(program, 2000) <= 2000:
+                        value = brute_force_optimum(program)
+                    else:
+                        sol = solve_dlsa(program, tight_dlsa(program), 60, 1)
+                        assert sol.status.status == "optimal"
+                        value = sol.latency_cycles
+                    if value is not None and (best is None or value < best):
+                        best = value
+    return best

@@ -8,7 +8,11 @@ import random
 import pytest
 
 from mipsched.evaluate import evaluate
-from mipsched.formulations.bounds import compulsory_bound, touched_elems
+from mipsched.formulations.bounds import (
+    compulsory_dram_bytes,
+    network_latency_bound,
+    touched_elems,
+)
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
@@ -32,9 +36,7 @@ def test_only_touched_rows_and_columns_are_compulsory() -> None:
     wl = strided_net()
     layer = wl.layers["sub"]
     assert touched_elems(layer, 0, wl.in_shapes("sub")) == 512 * 32 * 32
-    bound = compulsory_bound(wl, load_hardware("edge"))
-    assert bound.components["compulsory_dram_bytes"] == (512 * 32 * 32 + 512 * 64
-                                                         + 64 * 32 * 32)
+    assert compulsory_dram_bytes(wl) == 512 * 32 * 32 + 512 * 64 + 64 * 32 * 32
 
 
 @pytest.mark.parametrize("hw_name", ["edge", "cloud"])
@@ -44,7 +46,7 @@ def test_bound_below_every_schedule_of_a_strided_input(hw_name: str, tiling: int
     hw = load_hardware(hw_name)
     program = Lowerer(wl, hw).lower(Lfa(("sub",), (), (tiling,), ()))
     rng = random.Random(tiling)
-    bound = compulsory_bound(wl, hw).cycles
+    bound = network_latency_bound(wl, hw).cycles
     for dlsa in [default_dlsa(program)] + [random_dlsa(program, rng) for _ in range(5)]:
         assert evaluate(program, dlsa).latency_cycles >= bound
 

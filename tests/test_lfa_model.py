@@ -18,8 +18,8 @@ from mipsched.formulations.lfa import (
     GROUPS,
     BufferRow,
     LfaSolution,
+    SegmentModel,
     SegmentTable,
-    _Model,
     solve_lfa,
 )
 from mipsched.formulations.solver import solve
@@ -140,12 +140,12 @@ def _random_lfas(name: str, count: int) -> list[tuple[Lowerer, Lfa]]:
 
 
 def _pinned(lowerer: Lowerer, lfa: Lfa, objective: str,
-            groups: frozenset[str]) -> tuple[_Model, SegmentTable, tuple[int, int, int]]:
+            groups: frozenset[str]) -> tuple[SegmentModel, SegmentTable, tuple[int, int, int]]:
     """The model with only `lfa`'s FLGs as candidates and every DRAM cut fixed (window
     [0, 0)); the model's DRAM bytes, compute cycles and ideal at its optimum."""
     table = SegmentTable(lowerer, lfa.order, [(a, b, t) for (a, b), t in
                                               zip(lfa.flg_bounds(), lfa.tiling, strict=True)])
-    model = _Model(table, objective, 0, 0, lfa, table.tally(lfa), groups)
+    model = SegmentModel(table, objective, 0, 0, lfa, table.tally(lfa), groups)
     status, solution = solve(model.model, 10, 1)
     assert status.status == "optimal"
     if "path" in groups:

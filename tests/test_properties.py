@@ -10,7 +10,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mipsched.evaluate import buffer_profile, evaluate
-from mipsched.formulations.bounds import compulsory_bound
+from mipsched.formulations.bounds import (
+    compute_bound,
+    edp_bound,
+    energy_bound,
+    network_latency_bound,
+)
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
@@ -43,12 +48,16 @@ def test_random_schedules_respect_basic_laws(workload, seed, hw) -> None:
     program = lowerer.lower(random_lfa(workload, rng))
     dlsas = [default_dlsa(program), random_dlsa(program, rng), random_dlsa(program, rng)]
     evaluations = [evaluate(program, d) for d in dlsas]
-    bound = compulsory_bound(workload, hw)
+    bound = network_latency_bound(workload, hw)
+    energy = energy_bound(workload, hw, bound.cycles)
+    edp = edp_bound(energy, bound)
     for d, ev in zip(dlsas, evaluations, strict=True):
         # latency >= every tile's work and >= every transfer
         assert ev.latency_cycles >= program.compute_cycles
         assert ev.latency_cycles >= program.dram_cycles
         assert ev.latency_cycles >= bound.cycles
+        assert ev.energy_pj >= energy.value * (1 - 1e-12)
+        assert ev.edp >= edp.value * (1 - 1e-12)
         # buffer: the evaluator's peak is the definition's peak, and "fits" agrees with
         # the validity check
         direct = max(
@@ -72,16 +81,20 @@ def test_random_schedules_respect_basic_laws(workload, seed, hw) -> None:
         assert with_static.energy_pj == pytest.approx(
             program.energy_pj + 3.0 * ev.latency_cycles, rel=1e-12)
         assert with_static.latency_cycles == ev.latency_cycles
+        static_hw = dataclasses.replace(hw, static_pj_per_cycle=3.0)
+        assert with_static.energy_pj >= energy_bound(workload, static_hw,
+                                                     bound.cycles).value * (1 - 1e-12)
 
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 8))
 def test_every_tile_respects_peak_throughput(seed: int, n: int) -> None:
-    """The compute bound assumes no tile beats the PE array's or vector unit's peak."""
+    """The compute bound: no LFA's tiles take fewer cycles, on either preset."""
     workload = random_dag(seed, n_layers=n)
-    program = Lowerer(workload, EDGE).lower(random_lfa(workload, random.Random(seed)))
-    assert program.compute_cycles >= compulsory_bound(workload, EDGE).components[
-        "compute_cycles"]
+    lfa = random_lfa(workload, random.Random(seed))
+    for hw in (EDGE, CLOUD):
+        program = Lowerer(workload, hw).lower(lfa)
+        assert program.compute_cycles >= compute_bound(workload, hw).value
 
 
 @pytest.mark.parametrize("name", ["chain3", "chain5", "resblock", "fsrcnn"])

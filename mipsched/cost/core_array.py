@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -372,3 +373,27 @@ def map_conv(hw: Hardware, sh: ConvShape, elem_bytes: int = 1) -> ArrayCost:
     if best is None:
         raise NoMappingError(f"no PE-array mapping of {sh} fits the L0 buffers of '{hw.name}'")
     return replace(best, bound_cycles=min(u.compute for u in unrollings) * serial)
+
+
+def position_cycles_bound(hw: Hardware, sh: ConvShape) -> Fraction:
+    """A lower bound on the PE-array compute cycles per output position (sample x row x
+    column) of one group, valid for every tile of the layer `sh` describes.
+
+    For an unrolling, a tile's compute is tc * tk * R * S * ceil(h/p_h) * ceil(w/p_w) *
+    ceil(b/p_b); channels are never tiled, so tc and tk are the layer's, and ceil(x/p) >=
+    x/p (or = 1 when the layer's extent along that axis is 1). Every tile may pick another
+    unrolling, so the bound per position is the least over all six."""
+    best: Fraction | None = None
+    for u in _unrollings(hw, sh, 1):
+        spread = ((u.ph if sh.h > 1 else 1) * (u.pw if sh.w > 1 else 1)
+                  * (u.pb if sh.batch > 1 else 1))
+        per_position = Fraction(u.tc * u.tk * sh.r * sh.s, spread)
+        best = per_position if best is None else min(best, per_position)
+    assert best is not None
+    return best
+
+
+def group_sharing(hw: Hardware, sh: ConvShape) -> int:
+    """How many groups at most share the PE array at once (the reference's nDup)."""
+    n_dup = min(hw.core_array.vector // sh.c, hw.core_array.lanes // sh.k)
+    return max(1, min(n_dup, sh.groups)) if sh.groups > 1 else 1

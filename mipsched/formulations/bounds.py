@@ -1,61 +1,175 @@
-"""Lower bounds on the latency of every schedule of a workload on a hardware.
+"""Lower bounds that hold for every schedule (all six attributes) of a workload on a
+hardware, each with its derivation.
 
-`compulsory_bound` holds for all six attributes:
+Two facts carry them all:
+- every output position a consumer reads (or that is a network output) is computed by
+  at least one tile; tiling only adds work (halo recompute), never removes it;
+- tiles run one at a time on the core array, and DRAM serves one transfer at a time.
 
-- compute: every tile takes at least (its MACs / MACs per cycle) or (its vector ops /
-  vector ops per cycle) cycles, since no mapping uses more than the whole PE array or
-  vector unit, and tiling only adds work (halo recompute), never removes it. Tiles run one
-  at a time, so latency >= ceil(total MACs / MACs per cycle + total vector ops / vector
-  ops per cycle).
-- DRAM: every weight is loaded at least once (once per FLG); of every network input, the
-  elements some consumer actually reads (a window with stride > kernel skips rows and
-  columns, so only the rows and columns touched by a kernel tap count; the largest such
-  set over the input's consumers) are loaded at least once; every network output is
-  stored at least once. Each transfer takes >= bytes / bandwidth cycles and DRAM serves
-  one transfer at a time, so latency >= ceil(compulsory bytes / bytes per cycle).
-Latency >= the max of the two. Tests check it against the schedules of every method and
-random schedules of random networks.
+Latency (cycles):
+- `compute`: per PE-array layer, every tile's compute is at least tc * tk * R * S *
+  ceil(h/p_h) * ceil(w/p_w) * ceil(b/p_b) * serial groups for its unrolling, and ceil(x/p)
+  >= x/p, so the layer's tiles take at least (least over the six unrollings of the
+  cycles per output position) x (positions it must compute) (`position_cycles_bound`);
+  per vector layer, sum of ceil(ops/rate) >= its ops / rate. Summed over layers.
+- `compulsory_dram`: every weight is loaded at least once; of every network input, the
+  elements some kernel tap reads (`touched_elems`) are loaded at least once; every
+  network output is stored at least once; each byte takes 1 / bandwidth cycles.
+- `lfa_relaxation` (see `lfa_bound.py`): latency >= the ideal max(sum of tile cycles,
+  sum of DRAM cycles) of its LFA, so the least ideal over the LFAs is a bound.
+Energy (pJ), `energy`: MACs of the positions that must be computed x MAC energy; each such
+output element passes OL1 once (read and write) and is written once to the GBUF; OL0 is
+written R x S times and read R x S + 1 times per output element (reference `getCost`:
+ol0_w = MACs / C x tc x p_c, ol0_r = ol0_w + p_c x ofmap); vector ops x their energy;
+compulsory DRAM bytes x DRAM energy; static power x the latency bound. Every term appears
+in every tile's energy.
+Per tile program (a fixed LFA), `program_bound`: the ideal, and the head-and-tail bound.
+E x D (pJ x cycles), `edp`: energy and latency are both positive and each is at least its
+bound, so their product is at least the product of the bounds.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
 
+from mipsched.cost.core_array import conv_shape, group_sharing, position_cycles_bound
 from mipsched.hw.model import Hardware
+from mipsched.schedule.tile_program import TileProgram
 from mipsched.workload.graph import Workload
-from mipsched.workload.layer import Layer, Op, Shape
+from mipsched.workload.layer import MAC_OPS, Layer, Op, Shape
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One certified lower bound."""
+
+    name: str
+    value: float
+    """cycles (latency bounds), pJ (energy) or pJ x cycles (E x D)."""
+    derivation: str
 
 
 @dataclass(frozen=True)
 class LatencyBound:
-    """A certified lower bound on latency (cycles) with its components."""
+    """The strongest latency bound (cycles), the name of the one that binds, and every
+    bound that was computed."""
 
     cycles: int
-    components: dict[str, int]
-    derivation: str
+    binding: str
+    bounds: tuple[Bound, ...]
+
+    @property
+    def components(self) -> dict[str, int]:
+        return {b.name: int(b.value) for b in self.bounds}
+
+    @property
+    def derivation(self) -> str:
+        return next(b.derivation for b in self.bounds if b.name == self.binding)
 
 
-def compulsory_bound(workload: Workload, hw: Hardware) -> LatencyBound:
-    macs = workload.total_macs
-    vector_ops = sum(workload.vector_ops(n) for n in workload.layers)
-    compute = math.ceil(macs / hw.core_array.macs_per_cycle
-                        + vector_ops / hw.vector_unit.ops_per_cycle)
+def strongest(bounds: list[Bound]) -> LatencyBound:
+    """The largest of several latency bounds (all valid, so their max is too)."""
+    best = max(bounds, key=lambda b: b.value)
+    return LatencyBound(int(best.value), best.name, tuple(bounds))
+
+
+def network_latency_bound(workload: Workload, hw: Hardware) -> LatencyBound:
+    """max(compute, compulsory DRAM): the bounds that need no model."""
+    return strongest([compute_bound(workload, hw), compulsory_dram_bound(workload, hw)])
+
+
+def compute_bound(workload: Workload, hw: Hardware) -> Bound:
+    cycles = Fraction(0)
+    for name, layer in workload.layers.items():
+        positions = needed_positions(workload, name)
+        if layer.op in MAC_OPS:
+            cycles += positions * _cycles_per_position(workload, hw, layer)
+        else:
+            total = workload.batch * layer.out.h * layer.out.w
+            cycles += Fraction(workload.vector_ops(name) * positions,
+                               total * hw.vector_unit.ops_per_cycle)
+    return Bound("compute", math.ceil(cycles),
+                 "sum over layers of (least PE-array cycles per output position over the "
+                 "six unrollings x positions some consumer reads), plus vector ops / vector "
+                 "rate")
+
+
+def compulsory_dram_bound(workload: Workload, hw: Hardware) -> Bound:
+    dram_bytes = compulsory_dram_bytes(workload)
+    return Bound("compulsory_dram", math.ceil(dram_bytes / hw.dram.bytes_per_cycle),
+                 "(weights + read part of network inputs + network outputs) bytes / DRAM "
+                 "bandwidth")
+
+
+def compulsory_dram_bytes(workload: Workload) -> int:
+    """Bytes every schedule moves: weights, the read part of the inputs, the outputs."""
     input_bytes = sum(workload.batch * workload.elem_bytes * max(
         touched_elems(workload.layers[v], k, workload.in_shapes(v))
         for v in workload.consumers(t) for k, src in enumerate(workload.layers[v].inputs)
         if src == t) for t in workload.inputs)
-    dram_bytes = (workload.total_weight_bytes + input_bytes
-                  + sum(workload.ofmap_bytes(t) for t in workload.outputs))
-    dram = math.ceil(dram_bytes / hw.dram.bytes_per_cycle)
-    return LatencyBound(
-        cycles=max(compute, dram),
-        components={"compute_cycles": compute, "compulsory_dram_cycles": dram,
-                    "compulsory_dram_bytes": dram_bytes},
-        derivation="max(total MACs / peak MACs per cycle + vector ops / vector rate, "
-                   "(weights + read part of network inputs + network outputs) bytes / "
-                   "DRAM bandwidth)",
-    )
+    return (workload.total_weight_bytes + input_bytes
+            + sum(workload.ofmap_bytes(t) for t in workload.outputs))
+
+
+def energy_bound(workload: Workload, hw: Hardware, latency_cycles: int) -> Bound:
+    """Energy (pJ) of every schedule whose latency is at least `latency_cycles`."""
+    ca = hw.core_array
+    e = workload.elem_bytes
+    pj = 0.0
+    for name, layer in workload.layers.items():
+        positions = needed_positions(workload, name)
+        total = workload.batch * layer.out.h * layer.out.w
+        if layer.op in MAC_OPS:
+            sh = conv_shape(layer, workload.in_shapes(name), 1, 1, 1)
+            outputs = positions * layer.out.c  # output elements
+            pj += Fraction(workload.macs(name) * positions, total) * ca.mac_pj
+            per_output = e * (ca.ol1.read_pj_per_byte + ca.ol1.write_pj_per_byte
+                              + hw.gbuf.write_pj_per_byte
+                              + (sh.r * sh.s + 1) * ca.ol0.read_pj_per_byte
+                              + sh.r * sh.s * ca.ol0.write_pj_per_byte)
+            pj += outputs * per_output
+        else:
+            pj += Fraction(workload.vector_ops(name) * positions, total) \
+                * hw.vector_unit.pj_per_op
+    pj += compulsory_dram_bytes(workload) * hw.dram.energy_pj_per_byte
+    pj += hw.static_pj_per_cycle * latency_cycles
+    return Bound("energy", float(pj),
+                 "MAC, OL0/OL1 and GBUF-write energy of the output positions that must be "
+                 "computed + vector-op energy + compulsory DRAM bytes x DRAM energy + static "
+                 "power x the latency bound")
+
+
+def edp_bound(energy: Bound, latency: LatencyBound) -> Bound:
+    return Bound("edp", energy.value * latency.cycles,
+                 f"energy bound x latency bound ({latency.binding}): both are positive and "
+                 "each is at least its bound")
+
+
+def needed_positions(workload: Workload, name: str) -> int:
+    """Output positions (sample, row, column) of layer `name` that every schedule computes:
+    all of a network output's, else the most any one consumer reads."""
+    layer = workload.layers[name]
+    if name in workload.outputs:
+        return workload.batch * layer.out.h * layer.out.w
+    per_sample = max(touched_elems(workload.layers[v], k, workload.in_shapes(v))
+                     for v in workload.consumers(name)
+                     for k, src in enumerate(workload.layers[v].inputs) if src == name)
+    return workload.batch * per_sample // layer.out.c
+
+
+def _cycles_per_position(workload: Workload, hw: Hardware, layer: Layer) -> Fraction:
+    """Least PE-array cycles per output position of `layer`, all groups together."""
+    ins = workload.in_shapes(layer.name)
+    if layer.op == Op.MATMUL_ACT:  # groups = heads x samples of the tile: per sample
+        sh = conv_shape(layer, ins, 1, layer.out.h, layer.out.w)
+        full = replace(sh, groups=layer.groups * workload.batch)
+        return position_cycles_bound(hw, sh) * Fraction(layer.groups,
+                                                        group_sharing(hw, full))
+    sh = conv_shape(layer, ins, workload.batch, layer.out.h, layer.out.w)
+    serial = -(-sh.groups // group_sharing(hw, sh))
+    return position_cycles_bound(hw, sh) * serial
 
 
 def touched_elems(layer: Layer, index: int, in_shapes: tuple[Shape, ...]) -> int:
@@ -74,3 +188,35 @@ def _touched(size: int, out: int, kernel: int, stride: int, pad: int, dilation: 
     """How many of `size` input rows a sliding window producing `out` rows reads."""
     hit = {o * stride - pad + k * dilation for o in range(out) for k in range(kernel)}
     return sum(1 for x in hit if 0 <= x < size)
+
+
+def program_bound(program: TileProgram) -> int:
+    """A lower bound on the latency of every DLSA of `program` (cycles): the ideal
+    max(sum of tile cycles, sum of DRAM cycles), and, for every p <= r, (DRAM cycles of
+    the loads first used by tiles 0..p) + (cycles of tiles p..r) + (DRAM cycles of the
+    stores produced by tiles r..end). Why: tiles run in order, each after its loads, so
+    tile p starts after every load first used at or before it; DRAM serves one transfer
+    at a time from time 0; a store starts after its producer, so those of tiles r.. all
+    start after tile r ends."""
+    n = program.n_tiles
+    loads_by = [0] * n
+    stores_by = [0] * n
+    for t in program.tensors:
+        if t.is_load:
+            loads_by[t.first_use] += t.access_cycles
+        elif 0 <= t.producer < n:
+            stores_by[t.producer] += t.access_cycles
+    cycles = program.tile_cycles
+    best = program.ideal_cycles
+    loads_upto = 0  # DRAM cycles of loads first used by tiles 0..p
+    compute_before = 0  # cycles of tiles 0..p-1
+    head = -math.inf  # max over p <= r of loads_upto(p) - compute_before(p)
+    stores_from = [0] * (n + 1)  # DRAM cycles of stores produced by tiles r..n-1
+    for r in range(n - 1, -1, -1):
+        stores_from[r] = stores_from[r + 1] + stores_by[r]
+    for r in range(n):
+        loads_upto += loads_by[r]
+        head = max(head, loads_upto - compute_before)
+        compute_before += cycles[r]
+        best = max(best, head + compute_before + stores_from[r])
+    return int(best)

@@ -95,6 +95,20 @@ class Segment:
     """Buffer bytes the default DLSA holds at some tile of the segment in any LFA."""
     rows: tuple[BufferRow, ...]
     """Lower bounds on the default DLSA's occupancy at some of the segment's tiles."""
+    head_cycles: int = 0
+    """DRAM cycles of the transfers its first tile surely loads: the first layer's
+    weights and its network-input regions, each ceil(bytes / bandwidth) (`head_tail`)."""
+    tail_cycles: int = 0
+    """DRAM cycles of the store its last tile surely makes: its last layer's last share,
+    if that layer is a network output (`head_tail`)."""
+    head_all_cycles: int = 0
+    """DRAM cycles of every layer's weights and first-tile network-input loads."""
+    skip_cycles: int = 0
+    """Cycles of the first tiles of every layer but the last (run before the last one's)."""
+    first_cycles: int = 0
+    """Cycles of its first tile."""
+    tail_all_cycles: int = 0
+    """DRAM cycles of the stores of every share of its last layer, if a network output."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,8 +211,37 @@ class SegmentTable:
                     else:
                         fixed += size
         floor, rows = self._buffer_rows(start, stop, plan.tiles)
+        ends = self._ends(layers, plan)
         return Segment(start, stop, tiling, cycles, energy, fixed, loads, first_loads,
-                       first_fixed, floor, rows)
+                       first_fixed, floor, rows, *ends)
+
+    def _ends(self, layers: tuple[str, ...], plan) -> tuple[int, ...]:
+        """head_cycles, tail_cycles, head_all_cycles, skip_cycles, first_cycles and
+        tail_all_cycles of a segment (see Segment), for the `head_tail` group."""
+        wl = self.lowerer.workload
+        bpc = self.lowerer.hw.dram.bytes_per_cycle
+
+        def first_loads(n: str) -> int:
+            """DRAM cycles of layer n's weights and its first tile's network inputs."""
+            if plan.costs[n][0] is None:
+                return 0
+            cycles = sum(-(-size // bpc) for src, size in zip(
+                wl.layers[n].inputs, plan.read_bytes[n][0], strict=True)
+                if size is not None and src not in wl.layers)
+            if wl.layers[n].has_weights:
+                cycles += -(-wl.weight_bytes(n) // bpc)
+            return cycles
+
+        def tile0(n: str) -> int:
+            cost = plan.costs[n][0]
+            return cost.cycles if cost is not None else 0
+
+        last = layers[-1]
+        shares = [-(-(size or 0) // bpc) for size in plan.share_bytes[last]]
+        stored = last in wl.outputs
+        return (first_loads(layers[0]), shares[-1] if stored else 0,
+                sum(first_loads(n) for n in layers), sum(tile0(n) for n in layers[:-1]),
+                tile0(layers[0]), sum(shares) if stored else 0)
 
     def _spanning(self, start: int, stop: int) -> list[Edge]:
         """(u, v): u before positions start..stop-1 and not read there, v its first
@@ -346,7 +389,7 @@ def _crosses(cuts: list[int], lo: int, hi: int) -> bool:
     return any(lo < k <= hi for k in cuts)
 
 
-class _Model:
+class SegmentModel:
     """The CP-SAT model over a SegmentTable; positions outside [w0, w1) are pinned to
     `fixed` (the incumbent's segments and DRAM cuts)."""
 
@@ -436,9 +479,19 @@ class _Model:
             most[a] = (max(c0, seg.compute_cycles), max(f0, seg.fixed_bytes))
         dram_top += sum(f for _, f in most.values())
         horizon = max(sum(c for c, _ in most.values()), -(-dram_top // bpc))
+        if "head_tail" in groups:  # head + later compute + tail may exceed both
+            ends = [max(seg.head_cycles, seg.head_all_cycles) + seg.tail_all_cycles
+                    for seg in table.segments.values()]
+            horizon = (sum(c for c, _ in most.values()) + -(-dram_top // bpc)
+                       + max(ends, default=0))
+        self.horizon = horizon
         self.ideal = m.new_int_var(0, horizon, "ideal")
         m.add(self.ideal >= self.compute)
         m.add(self.ideal * bpc >= self.dram)
+        self.head_tail_terms: list[tuple[object, object]] = []
+        """(an FLG starts at k, the head-and-tail bound x bandwidth) of the group."""
+        if "head_tail" in groups:
+            self._head_tail(starting)
         per_byte = Fraction(hw.dram.energy_pj_per_byte).limit_denominator(1000)
         self.per_byte = per_byte
         """DRAM pJ per byte as a fraction: energy is counted in 1 / denominator pJ."""
@@ -457,6 +510,72 @@ class _Model:
         m.minimize(self.cost)
         self.tie = self.compute * bpc + self.dram
         """Tie-break of the "ideal" objective (bytes): compute x bandwidth + DRAM bytes."""
+
+    def _head_tail(self, starting: list[list]) -> None:
+        """The `head_tail` group (off by default; the exact search's relaxation), after
+        bounds.program_bound (latency >= loads first used by tiles 0..p + cycles of tiles
+        p..r + stores made by tiles r..end), for every FLG start k, with
+        before = (DRAM bytes of the loads first used before k) / bandwidth:
+        - p = the FLG's first tile, r = the last tile:
+          before + head + (cycles from k on) + tail;
+        - p = its last layer's first tile (every layer's weights and first input loaded),
+          r = the last tile: before + head_all - skip + (cycles from k on) + tail;
+        - the same p, r = the first tile of the last FLG, when the FLG at k is not the
+          last: ... + (cycles from k to that tile) + the last FLG's tail_all.
+        With it, `ideal` is the largest of these bounds and of the ideal."""
+        table, m = self.table, self.model
+        bpc = table.lowerer.hw.dram.bytes_per_cycle
+        pos = table.pos
+        n = len(table.order)
+        segs = table.segments
+        last = [(self.x[key], seg) for key, seg in segs.items() if key[1] == n]
+        tail = sum(seg.tail_cycles * x for x, seg in last)
+        # cycles of the last FLG after its first tile, less its sure stores
+        last_rest = sum((seg.compute_cycles - seg.first_cycles - seg.tail_all_cycles) * x
+                        for x, seg in last)
+        for k in range(n):
+            if not starting[k]:
+                continue
+            before = (sum(seg.fixed_bytes * self.x[key] for key, seg in segs.items()
+                          if key[1] <= k)
+                      + sum(var for (u, v), var in self.t.items() if pos[v] < k))
+            at_k = [(self.x[key], seg) for key, seg in segs.items() if key[0] == k]
+            head = sum(seg.head_cycles * x for x, seg in at_k)
+            late = sum((seg.head_all_cycles - seg.skip_cycles) * x for x, seg in at_k)
+            after = sum(seg.compute_cycles * self.x[key] for key, seg in segs.items()
+                        if key[0] >= k)
+            here = m.new_bool_var(f"flg_starts_{k}")
+            m.add(here == sum(x for x, _ in at_k))
+            not_last = m.new_bool_var(f"flg_starts_{k}_not_last")
+            m.add(not_last == sum(x for x, seg in at_k if seg.stop < n))
+            for literal, bound in ((here, before + (head + after + tail) * bpc),
+                                   (here, before + (late + after + tail) * bpc),
+                                   (not_last, before + (late + after - last_rest) * bpc)):
+                m.add(self.ideal * bpc >= bound).only_enforce_if(literal)
+                self.head_tail_terms.append((literal, bound))
+
+    def pin_ideal(self) -> None:
+        """Makes `ideal` equal to the largest of its lower bounds, not just at least it,
+        so that every LFA has one value and LFAs can be enumerated one by one."""
+        m, bpc = self.model, self.table.lowerer.hw.dram.bytes_per_cycle
+        top = self.horizon
+
+        def ceil_of(expr, name: str, when=None):
+            var = m.new_int_var(0, top, name)
+            lo = m.add(var * bpc >= expr)
+            hi = m.add(var * bpc <= expr + bpc - 1)
+            if when is not None:
+                lo.only_enforce_if(when)
+                hi.only_enforce_if(when)
+                m.add(var == 0).only_enforce_if(when.negated())
+            return var
+
+        compute = m.new_int_var(0, top, "compute")
+        m.add(compute == self.compute)
+        terms = [compute, ceil_of(self.dram, "dram_cycles")]
+        terms += [ceil_of(bound, f"head_tail_{k}", here)
+                  for k, (here, bound) in enumerate(self.head_tail_terms)]
+        m.add_max_equality(self.ideal, terms)
 
     def _buffer(self) -> None:
         """The `buffer` group: every row of a chosen segment within the capacity; the
@@ -512,7 +631,7 @@ class _Model:
         tally = table.tally(lfa)
         bpc = table.lowerer.hw.dram.bytes_per_cycle
         ideal = tally.ideal(bpc)
-        energy = (sum(self._energy_units(table.segments[key]) for key in _keys(lfa))
+        energy = (sum(self._energy_units(table.segments[key]) for key in flg_keys(lfa))
                   + self.per_byte.numerator * tally.dram_bytes)
         if self.objective == "ideal":
             return ideal, tally.compute_cycles * bpc + tally.dram_bytes
@@ -532,7 +651,7 @@ class _Model:
     def hint(self, lfa: Lfa) -> None:
         """Hints every variable with `lfa` (its FLGs must be candidates)."""
         table, m = self.table, self.model
-        chosen = set(_keys(lfa))
+        chosen = set(flg_keys(lfa))
         for key, var in self.x.items():
             m.add_hint(var, key in chosen)
         cuts = sorted(lfa.dram_cuts)
@@ -564,11 +683,11 @@ class _Model:
         self.model.add_bool_or(literals)
 
 
-def _keys(lfa: Lfa) -> list[tuple[int, int, int]]:
+def flg_keys(lfa: Lfa) -> list[tuple[int, int, int]]:
     return [(a, b, t) for (a, b), t in zip(lfa.flg_bounds(), lfa.tiling, strict=True)]
 
 
-def _no_goods(model: _Model, lfa: Lfa, keys: list[tuple[int, int, int]],
+def _no_goods(model: SegmentModel, lfa: Lfa, keys: list[tuple[int, int, int]],
               program: TileProgram | None) -> list[list]:
     """No-good clauses for an LFA that does not fit under the default DLSA. The default
     DLSA's occupancy at a tile depends only on the tile's LG (its FLGs, tilings and that
@@ -646,13 +765,13 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
     if incumbent is not None:
         lowerer.lower(incumbent)  # raises ScheduleError naming what is wrong with it
         inc_candidate = _fitting(lowerer, incumbent)[0]
-        keys += _keys(incumbent)
+        keys += flg_keys(incumbent)
     table = SegmentTable(lowerer, order, keys)
     bpc = lowerer.hw.dram.bytes_per_cycle
     if incumbent is not None:
         inc_tally = table.tally(incumbent)
-    reference = inc_tally or _unfused_tally(table)
-    model = _Model(table, objective, w0, w1, incumbent, reference, groups)
+    reference = inc_tally or unfused_tally(table)
+    model = SegmentModel(table, objective, w0, w1, incumbent, reference, groups)
     if incumbent is not None:
         model.hint(incumbent)
     deadline = None if time_limit is None else started + time_limit
@@ -693,7 +812,7 @@ class _Found:
     """(objective, tie-break) in model units: smaller is better."""
 
 
-def _rounds(model: _Model, deadline: float | None, runs: int, workers: int | None,
+def _rounds(model: SegmentModel, deadline: float | None, runs: int, workers: int | None,
             seed: int) -> tuple[SolveStatus | None, _Found | None, int, int]:
     """Solves the model until a decoded LFA fits, adding no-good cuts for those that
     do not, in at most `runs` CP-SAT runs. Returns the last status, the LFA found, the
@@ -723,7 +842,7 @@ def _rounds(model: _Model, deadline: float | None, runs: int, workers: int | Non
     return status, None, done, rounds
 
 
-def _unfused_tally(table: SegmentTable) -> Tally:
+def unfused_tally(table: SegmentTable) -> Tally:
     """Figures of every layer its own FLG and LG at the smallest candidate tiling (a
     scale for the "edp" objective)."""
     n = len(table.order)

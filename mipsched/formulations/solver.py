@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -79,3 +80,44 @@ def solve(model: cp_model.CpModel, time_limit: float | None, workers: int | None
     return (SolveStatus(status, solver.objective_value if has else None,
                         solver.best_objective_bound if has else None, elapsed, threads),
             Solution(solver))
+
+
+class _Reader(Solution):
+    """A Solution view of the solution an enumeration callback is handed."""
+
+    def __init__(self, callback: cp_model.CpSolverSolutionCallback) -> None:
+        self._solver = callback
+
+
+class _Enumerator(cp_model.CpSolverSolutionCallback):
+    def __init__(self, on_solution: Callable[[Solution], bool]) -> None:
+        super().__init__()
+        self._on_solution = on_solution
+        self.stopped = False
+
+    def on_solution_callback(self) -> None:
+        if not self._on_solution(_Reader(self)):
+            self.stopped = True
+            self.stop_search()
+
+
+def enumerate_solutions(model: cp_model.CpModel, time_limit: float | None,
+                        on_solution: Callable[[Solution], bool], seed: int = 0) -> bool:
+    """Calls `on_solution` on every solution of `model` (which must have no objective)
+    until it returns False; single-threaded, as CP-SAT enumerates. True when every
+    solution was seen (not stopped, not out of time)."""
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = seed
+    solver.parameters.enumerate_all_solutions = True
+    if time_limit is not None:
+        solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
+    callback = _Enumerator(on_solution)
+    main = threading.current_thread() is threading.main_thread()
+    handler = signal.getsignal(signal.SIGINT) if main else None
+    try:
+        code = solver.solve(model, callback)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, handler)
+    return not callback.stopped and code in (cp_model.OPTIMAL, cp_model.INFEASIBLE)

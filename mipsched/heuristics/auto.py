@@ -5,16 +5,22 @@
   the LFA model's (if it found a better LFA), each hinted with its current DLSA. The best
   schedule by the objective is kept, so auto is never worse than its own SA run.
 - cpsat: the LFA model from the unfused schedule, then the DLSA model on its LFA.
+- exact: SA for a share of the budget as the incumbent, then the exact branch and bound
+  over LFAs (formulations.exact, nets of at most MAX_LAYERS layers); its certified bound
+  is reported with the schedule.
 Every CP-SAT model solved is reported (scope, status, objective, bound, time).
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 from mipsched.evaluate import evaluate
+from mipsched.formulations.bounds import Bound
 from mipsched.formulations.dlsa import improve_dlsa
+from mipsched.formulations.exact import MAX_LAYERS, exact_search
 from mipsched.formulations.lfa import solve_lfa
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.common import Candidate, MethodResult, SearchOptions
@@ -89,3 +95,39 @@ def cpsat(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     chosen = _lfa_step(lowerer, start, options, lfa_limit, models) or start
     best = _dlsa_step(chosen, options, _left(deadline), models)
     return MethodResult(best, {"lfa": chosen, "dlsa": best}, 0, models)
+
+
+EXACT_SA_SHARE = 0.25
+"""Share of --time-limit given to SA (the incumbent) in exact."""
+EXACT_SA_SECONDS = 20.0
+"""SA's time in exact when no --time-limit is given."""
+
+
+def exact(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
+    deadline = options.deadline()
+    sa_limit = (EXACT_SA_SECONDS if options.time_limit is None
+                else EXACT_SA_SHARE * options.time_limit)
+    sa = soma_sa(lowerer, SearchOptions(options.seed, sa_limit, options.objective,
+                                        options.workers, options.stop))
+    if len(lowerer.workload.layers) > MAX_LAYERS:
+        return MethodResult(sa.best, {"incumbent": sa.best}, sa.evaluations, [{
+            "model": "exact", "scope": "whole", "status": "skipped",
+            "reason": f"the branch and bound takes nets of at most {MAX_LAYERS} layers",
+            "objective": sa.best.evaluation.latency_cycles, "bound": None,
+            "wall_seconds": 0.0, "workers": options.workers}])
+    left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
+    result = exact_search(lowerer, sa.best, left, options.workers, options.seed,
+                          stop=options.stop)
+    best = result.best or sa.best
+    status = "optimal" if result.proven else "feasible"
+    models = [{"model": "exact", "scope": "whole", "status": status,
+               "objective": best.evaluation.latency_cycles, "bound": result.lower_bound,
+               "wall_seconds": result.wall_seconds, "workers": options.workers,
+               "space": result.space, "lfas_explored": result.lfas_explored,
+               "lfas_without_fit": result.lfas_without_fit,
+               "lfas_pruned": result.lfas_pruned, "dlsas_solved": result.dlsas_solved}]
+    bounds = (Bound("exact_search", math.floor(result.lower_bound),
+                    f"branch and bound over {result.space}: no schedule there is faster"),
+              ) if result.all_orders else ()
+    return MethodResult(best, {"incumbent": sa.best, "exact": best}, sa.evaluations,
+                        models, bounds)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation, evaluate
+from mipsched.formulations.bounds import Bound
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
@@ -43,6 +44,8 @@ class MethodResult:
     """How many schedules the method evaluated."""
     models: list[dict] = field(default_factory=list)
     """CP-SAT models solved on the way: scope, status, objective, bound, time."""
+    bounds: tuple[Bound, ...] = ()
+    """Latency lower bounds the method proved (cycles), e.g. the exact search's."""
 
 
 @dataclass(frozen=True)

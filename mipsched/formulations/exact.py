@@ -1,0 +1,293 @@
+"""Exact search over the whole schedule space: branch and bound over LFAs (issue 6).
+
+The space: every computing order (topological sort), every set of FLCs and DRAM cuts,
+a tiling number from `tilings` per FLG, and every DLSA; nets of at most MAX_LAYERS
+layers. By default `tilings` holds every power of two, which covers every schedule any
+mipsched method returns (all of them double or halve tiling numbers, as SoMa's operator
+does); tiling numbers that are not powers of two are outside the claim.
+
+Every schedule's latency is at least its LFA's bound: the ideal max(sum of tile cycles,
+sum of DRAM cycles) raised by head-and-tail terms (`bounds.program_bound`, restricted to
+FLG starts). The LFA segment model with its `head_tail` group, without its `buffer` group
+and with the bound pinned to its exact value (`lfa.SegmentModel.pin_ideal`), gives every
+LFA of an order this bound and excludes none. Then:
+1. per order, the model's optimum (or proven CP-SAT bound) is the least bound of the
+   order's LFAs; orders are searched from the least;
+2. CP-SAT enumerates the order's LFAs by slices of bound [lo, hi), from its least bound
+   up, the slices doubling in width, until lo reaches the incumbent; each is lowered;
+   if even its tight DLSA (the least buffer on every tile) overflows, no DLSA fits; if
+   its program bound reaches the incumbent, it cannot beat it; otherwise the exact DLSA
+   model gives its best DLSA, which may become the incumbent;
+3. when every order is done, the incumbent is optimal over the space.
+Anytime: at the deadline it returns the incumbent and the least bound of what is left
+(including LFAs whose DLSA was not proven optimal): a certified lower bound.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass
+
+import networkx as nx
+
+from mipsched.evaluate import Evaluation, buffer_profile, evaluate
+from mipsched.formulations.bounds import program_bound
+from mipsched.formulations.dlsa import solve_dlsa
+from mipsched.formulations.lfa import (
+    GROUPS,
+    SegmentModel,
+    SegmentTable,
+    unfused_tally,
+)
+from mipsched.formulations.solver import enumerate_solutions, solve
+from mipsched.heuristics.common import Candidate
+from mipsched.schedule.default_dlsa import default_dlsa
+from mipsched.schedule.lowering import Lowerer
+from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
+from mipsched.schedule.prefetch_dlsa import prefetch_dlsa, tight_dlsa
+from mipsched.schedule.tile_program import TileProgram
+from mipsched.workload.graph import Workload
+
+#: Most computing orders the search enumerates; beyond, it does not claim the whole space.
+MAX_ORDERS = 64
+#: Most layers the LFA relaxation and the exact search take on: they need every segment
+#: of the order (n^2 / 2 FLG candidates per tiling number) to cover the whole space.
+MAX_LAYERS = 16
+#: Most LFAs one slice enumerates before the search gives up on completeness.
+MAX_ENUMERATED = 1_000_000
+#: CP-SAT time for one model run (the least LFA bound, or one LFA's DLSA), seconds.
+RUN_SECONDS = 20.0
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """The best schedule found over the space and what is proven about it."""
+
+    best: Candidate | None
+    lower_bound: float
+    """No schedule of the space is faster (cycles); = best latency when proven."""
+    proven: bool
+    orders: int
+    """Computing orders searched."""
+    all_orders: bool
+    """Whether those are all the orders (else the bound covers only them)."""
+    lfas_explored: int
+    lfas_without_fit: int
+    """LFAs whose tight DLSA overflows: no DLSA of theirs fits."""
+    lfas_pruned: int
+    """LFAs whose program bound (ideal, head and tail) already reached the incumbent."""
+    dlsas_solved: int
+    wall_seconds: float
+    space: str
+
+
+class _Search:
+    """The incumbent and the counters of one exact search."""
+
+    def __init__(self, lowerer: Lowerer, incumbent: Candidate | None,
+                 deadline: float | None, workers: int | None, seed: int, stop) -> None:
+        self.lowerer = lowerer
+        self.best = incumbent
+        self.best_latency = (math.inf if incumbent is None
+                             else incumbent.evaluation.latency_cycles)
+        self.deadline, self.workers, self.seed, self.stop = deadline, workers, seed, stop
+        self.explored = self.no_fit = self.pruned = self.solved = 0
+        self.unresolved: list[float] = []
+        """Bounds of LFAs whose DLSA was not proven optimal in time (cycles)."""
+
+    def out_of_time(self) -> bool:
+        return (self.deadline is not None and time.perf_counter() > self.deadline) or (
+            self.stop is not None and self.stop.is_set())
+
+    def examine(self, lfa: Lfa) -> None:
+        """Finds the best DLSA of `lfa` (if any fits and it may beat the incumbent)."""
+        self.explored += 1
+        try:
+            program = self.lowerer.lower(lfa)
+        except ScheduleError:
+            return  # not a valid LFA (e.g. an FLG the lowering rejects)
+        if max(buffer_profile(program, tight_dlsa(program))) > \
+                program.buffer_capacity_bytes:
+            self.no_fit += 1
+            return
+        if program_bound(program) >= self.best_latency:
+            self.pruned += 1
+            return
+        self.solved += 1
+        dlsa, ev, lower = _best_dlsa(program, self.deadline, self.workers, self.seed)
+        if ev.latency_cycles < self.best_latency:
+            self.best = Candidate(lfa, program, dlsa, ev)
+            self.best_latency = ev.latency_cycles
+        if lower is not None:
+            self.unresolved.append(lower)
+
+
+def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
+                 time_limit: float | None = None, workers: int | None = None, seed: int = 0,
+                 tilings: tuple[int, ...] | None = None, max_orders: int = MAX_ORDERS,
+                 stop=None) -> ExactResult:
+    """Branch and bound over the LFAs of the space from `incumbent` (may be None); the
+    returned schedule fits and is no slower than the incumbent. `tilings` defaults to
+    every power of two (`power_tilings`): all the tiling numbers mipsched's methods use."""
+    started = time.perf_counter()
+    deadline = None if time_limit is None else started + time_limit
+    wl = lowerer.workload
+    tilings = tilings or power_tilings(wl)
+    orders = list(itertools.islice(nx.all_topological_sorts(wl.graph), max_orders + 1))
+    all_orders = len(orders) <= max_orders
+    search = _Search(lowerer, incumbent, deadline, workers, seed, stop)
+    models = []
+    for order in orders[:max_orders]:
+        model = _relaxed_model(lowerer, tuple(order), tilings)
+        models.append((_least_bound(model, deadline, workers, seed), len(models), model))
+    left = [_search_order(model, least, search)
+            for least, _, model in sorted(models, key=lambda item: item[:2])]
+    lower_bound = min([search.best_latency, *left, *search.unresolved])
+    proven = all_orders and search.best is not None and lower_bound >= search.best_latency
+    space = (f"{'all' if all_orders else f'the first {max_orders}'} computing orders x "
+             f"every FLC and DRAM cut set x tiling numbers {list(tilings)} x every DLSA")
+    return ExactResult(search.best, lower_bound, proven, min(len(orders), max_orders),
+                       all_orders, search.explored, search.no_fit, search.pruned,
+                       search.solved, time.perf_counter() - started, space)
+
+
+def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
+                     workers: int | None = None, seed: int = 0,
+                     tilings: tuple[int, ...] | None = None,
+                     max_orders: int = MAX_ORDERS) -> tuple[float, bool]:
+    """The least LFA bound (the ideal raised by the head-and-tail terms) over the LFAs of
+    every order (cycles), or the CP-SAT proven bound when a run does not finish; and
+    whether every order was covered."""
+    started = time.perf_counter()
+    deadline = None if time_limit is None else started + time_limit
+    tilings = tilings or power_tilings(lowerer.workload)
+    orders = list(itertools.islice(nx.all_topological_sorts(lowerer.workload.graph),
+                                   max_orders + 1))
+    least = min(_least_bound(_relaxed_model(lowerer, tuple(order), tilings),
+                             deadline, workers, seed) for order in orders[:max_orders])
+    return least, len(orders) <= max_orders
+
+
+def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
+                            workers: int | None = None, seed: int = 0,
+                            tilings: tuple[int, ...] | None = None,
+                            max_orders: int = MAX_ORDERS) -> tuple[float, bool]:
+    """The least energy over the LFAs of every order (pJ, static power excluded: the
+    energy of an LFA does not depend on its DLSA), from the segment model's energy
+    objective without its buffer group (or its proven CP-SAT bound when a run does not
+    finish); and whether every order was covered. Segment energies are rounded to the
+    model's unit, so the bound is lowered by half a unit per FLG."""
+    started = time.perf_counter()
+    deadline = None if time_limit is None else started + time_limit
+    tilings = tilings or power_tilings(lowerer.workload)
+    orders = list(itertools.islice(nx.all_topological_sorts(lowerer.workload.graph),
+                                   max_orders + 1))
+    least = math.inf
+    for order in orders[:max_orders]:
+        n = len(order)
+        keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
+        table = SegmentTable(lowerer, tuple(order), keys)
+        model = SegmentModel(table, "energy", 0, n, None, unfused_tally(table),
+                             GROUPS - {"buffer"})
+        status, _ = solve(model.model, _run_seconds(deadline), workers, seed)
+        if status.status == "infeasible":
+            continue
+        units = status.bound if status.bound is not None else 0.0
+        least = min(least, (units - n / 2) / model.per_byte.denominator)
+    return max(least, 0.0), len(orders) <= max_orders
+
+
+def power_tilings(workload: Workload) -> tuple[int, ...]:
+    """Every power-of-two tiling number an FLG of `workload` could accept: 1, 2, 4, ...
+    up to the most output positions (samples x rows x columns) of any layer."""
+    most = max(workload.batch * lay.out.h * lay.out.w for lay in workload.layers.values())
+    return tuple(2 ** k for k in range(most.bit_length()))
+
+
+def _relaxed_model(lowerer: Lowerer, order: tuple[str, ...], tilings: tuple[int, ...]
+                   ) -> SegmentModel:
+    """The order's LFA bound model over every segment (FLG) and tiling number."""
+    n = len(order)
+    if n > MAX_LAYERS:
+        raise ValueError(f"the LFA relaxation takes nets of at most {MAX_LAYERS} layers, "
+                         f"not {n}")
+    keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
+    table = SegmentTable(lowerer, order, keys)
+    model = SegmentModel(table, "ideal", 0, n, None, unfused_tally(table),
+                         (GROUPS - {"buffer"}) | {"head_tail"})
+    model.pin_ideal()
+    return model
+
+
+def _least_bound(model: SegmentModel, deadline: float | None, workers: int | None,
+                 seed: int) -> float:
+    """The least LFA bound of the model's order (cycles; the proven CP-SAT bound when the
+    run does not finish; inf when the order has no LFA)."""
+    status, _ = solve(model.model, _run_seconds(deadline), workers, seed)
+    if status.status == "infeasible":
+        return math.inf
+    return status.bound if status.bound is not None else 0.0
+
+
+def _search_order(model: SegmentModel, least: float, search: _Search) -> float:
+    """Examines the order's LFAs by slices of bound [lo, hi), from its least bound up,
+    slices doubling in width, until the incumbent is at most lo. Returns the least bound
+    of the order's LFAs left unexamined (inf when none may beat the incumbent)."""
+    lo, width = least, 1
+    top = model.horizon + 1  # no LFA's bound reaches it
+    while lo < min(search.best_latency, top):
+        if search.out_of_time():
+            return lo
+        hi = min(lo + width, search.best_latency, top)
+        if not _examine_slice(model, int(lo), int(hi), search):
+            return lo if search.best_latency > lo else math.inf
+        lo, width = hi, 2 * width
+    return math.inf
+
+
+def _examine_slice(model: SegmentModel, lo: int, hi: int, search: _Search) -> bool:
+    """Enumerates (CP-SAT) and examines every LFA of bound in [lo, hi); stops early when
+    the incumbent reaches lo or the time is out. True when the slice was done."""
+    m = model.model.clone()
+    m.clear_objective()
+    ideal = m.get_int_var_from_proto_index(model.ideal.index)
+    m.add(ideal >= lo)
+    m.add(ideal <= hi - 1)
+    seen = 0
+
+    def examine(solution) -> bool:
+        nonlocal seen
+        seen += 1
+        search.examine(model.decode(solution)[0])
+        return (search.best_latency > lo and not search.out_of_time()
+                and seen < MAX_ENUMERATED)
+
+    left = None if search.deadline is None else max(0.01,
+                                                      search.deadline - time.perf_counter())
+    return enumerate_solutions(m, left, examine, search.seed)
+
+
+def _best_dlsa(program: TileProgram, deadline: float | None, workers: int | None,
+               seed: int) -> tuple[Dlsa, Evaluation, float | None]:
+    """The exact DLSA model's best DLSA of a program that fits, hinted with the fastest
+    constructed DLSA (tight, default, prefetching); its evaluation; and, when not proven
+    optimal, a lower bound on the program's latency (cycles)."""
+    tight = tight_dlsa(program)
+    starts = [tight, prefetch_dlsa(program, tight)]
+    default = default_dlsa(program)
+    if evaluate(program, default, check=False).fits:
+        starts += [default, prefetch_dlsa(program, default)]
+    hint = min(starts, key=lambda d: evaluate(program, d).latency_cycles)
+    sol = solve_dlsa(program, hint, _run_seconds(deadline), workers, seed)
+    assert sol.dlsa is not None  # never worse than its hint
+    lower = None if sol.status.status == "optimal" else max(program_bound(program),
+                                                            sol.lower_bound or 0)
+    return sol.dlsa, evaluate(program, sol.dlsa), lower
+
+
+def _run_seconds(deadline: float | None) -> float:
+    if deadline is None:
+        return RUN_SECONDS
+    return max(0.01, min(RUN_SECONDS, deadline - time.perf_counter()))

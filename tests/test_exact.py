@@ -1,0 +1,115 @@
+"""The exact search against brute force over every six-attribute schedule, and every
+bound against the optimum and against every method's schedules."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from brute import schedule_optimum
+
+from mipsched.evaluate import evaluate
+from mipsched.formulations.bounds import (
+    edp_bound,
+    energy_bound,
+    network_latency_bound,
+)
+from mipsched.formulations.exact import exact_search, relaxation_bound
+from mipsched.hw import load_hardware
+from mipsched.hw.model import Hardware
+from mipsched.schedule.lowering import Lowerer
+from mipsched.solve import solve
+from mipsched.workload import zoo
+from mipsched.workload.zoo.random_dags import random_dag
+
+EDGE = load_hardware("edge")
+SMALL = (1, 2)
+
+
+def with_buffer(hw: Hardware, capacity: int) -> Hardware:
+    return dataclasses.replace(hw, name=f"{hw.name}-{capacity}B",
+                               gbuf=dataclasses.replace(hw.gbuf, capacity_bytes=capacity))
+
+
+def check_against_brute_force(workload, hw: Hardware) -> None:
+    optimum = schedule_optimum(workload, hw, SMALL)
+    lowerer = Lowerer(workload, hw)
+    result = exact_search(lowerer, tilings=SMALL, workers=1, time_limit=120)
+    if optimum is None:
+        assert result.best is None
+        return
+    assert result.proven
+    assert result.best is not None
+    assert result.best.evaluation.latency_cycles == optimum
+    ev = evaluate(result.best.program, result.best.dlsa)  # replays to the same figures
+    assert ev.fits and ev.latency_cycles == optimum
+    bound, complete = relaxation_bound(lowerer, tilings=SMALL, workers=1)
+    assert complete and bound <= optimum
+    assert network_latency_bound(workload, hw).cycles <= optimum
+
+
+CASES = ([("chain3", 1, None), ("chain3", 2, 60_000), ("chain3", 1, 20_000)]
+         + [(f"dag{seed}", 1 + seed % 4, [None, 40_000, 16_000][seed % 3])
+            for seed in range(16)])
+"""The CI set; test_exact_equals_brute_force_bigger (marked slow) adds 60 DAGs of 5
+layers and chain5 / resblock."""
+
+
+def _workload(name: str, batch: int):
+    if name.startswith("dag"):
+        seed = int(name[3:])
+        return random_dag(seed, n_layers=2 + seed % 3, batch=batch)
+    return zoo.get(name, batch)
+
+
+@pytest.mark.parametrize(("name", "batch", "capacity"), CASES)
+def test_exact_equals_brute_force(name: str, batch: int, capacity: int | None) -> None:
+    hw = EDGE if capacity is None else with_buffer(EDGE, capacity)
+    check_against_brute_force(_workload(name, batch), hw)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "batch", "capacity"),
+                         [("chain5", 1, None), ("resblock", 1, None), ("resblock", 2, 2**19)]
+                         + [(f"dag{seed}", 1 + seed % 4, [None, 60_000, 20_000][seed % 3])
+                            for seed in range(100, 160)])
+def test_exact_equals_brute_force_bigger(name: str, batch: int, capacity: int | None) -> None:
+    hw = EDGE if capacity is None else with_buffer(EDGE, capacity)
+    wl = (random_dag(int(name[3:]), n_layers=5, batch=batch) if name.startswith("dag")
+          else zoo.get(name, batch))
+    check_against_brute_force(wl, hw)
+
+
+def check_methods_against_exact(name: str, capacity: int | None) -> None:
+    """Over every power-of-two tiling: `solve --method exact` proves its optimum; every
+    other method's schedule is no faster, and every bound is no larger."""
+    hw = EDGE if capacity is None else with_buffer(EDGE, capacity)
+    wl = zoo.get(name)
+    exact = solve(wl, hw, "exact", time_limit=60, objective="latency")
+    assert exact.status == "optimal"
+    assert exact.candidate is not None
+    optimum = exact.candidate.evaluation.latency_cycles
+    assert exact.bound.cycles == optimum
+    bound = network_latency_bound(wl, hw)
+    assert bound.cycles <= optimum
+    energy = energy_bound(wl, hw, bound.cycles)
+    for method in ("baseline", "greedy", "dp", "cocco", "sa", "auto"):
+        outcome = solve(wl, hw, method, time_limit=8, objective="latency")
+        assert outcome.candidate is not None
+        ev = outcome.candidate.evaluation
+        assert ev.latency_cycles >= optimum, method
+        assert ev.energy_pj >= energy.value * (1 - 1e-12)
+        assert ev.edp >= edp_bound(energy, bound).value * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("capacity", [None, 2**19])
+def test_exact_proves_chain3_and_no_method_is_faster(capacity: int | None) -> None:
+    check_methods_against_exact("chain3", capacity)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["chain5", "resblock", "fsrcnn"])
+@pytest.mark.parametrize("capacity", [None, 2**19])
+def test_exact_proves_tiny_nets_and_no_method_is_faster(name: str,
+                                                        capacity: int | None) -> None:
+    check_methods_against_exact(name, capacity)
