@@ -17,10 +17,12 @@ from rich.console import Console
 from rich.table import Table
 
 from mipsched import strict
+from mipsched.atomic import write_json_atomic, write_text_atomic
 from mipsched.errors import InputError
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.hw import PRESETS, load_hardware
-from mipsched.report.compare import compare, to_csv, to_markdown
+from mipsched.hw.load import hardware_text
+from mipsched.report.compare import BOUND, compare, to_csv, to_markdown
 from mipsched.report.trace import write_csv, write_trace
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import lower
@@ -31,16 +33,13 @@ from mipsched.schedule.schedule_file import (
     parse_schedule,
     save_schedule,
 )
-from mipsched.schedule.tile_program import (
-    TileProgram,
-    read_json,
-    write_json_atomic,
-    write_text_atomic,
-)
+from mipsched.schedule.tile_program import TileProgram, read_json
 from mipsched.schedule.validity import overflow_message
 from mipsched.sim import simulate
 from mipsched.solve import (
     METHODS,
+    bound_report,
+    bound_report_json,
     certificate_json,
     evaluation_json,
     outcome_json,
@@ -53,6 +52,7 @@ from mipsched.solve import (
 from mipsched.workload import zoo
 from mipsched.workload.graph import Workload
 from mipsched.workload.resolve import resolve_network
+from mipsched.workload.yaml_format import dump_workload
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   pretty_exceptions_show_locals=False,
@@ -121,12 +121,19 @@ def _figures_table(title: str, rows: dict[str, Any]) -> Table:
     return table
 
 
+UNKNOWN_AS_ELTWISE_HELP = ("ONNX: take an operator mipsched does not know as element-wise "
+                           "when its output has the shape of its inputs (docs/onnx.md).")
+
+
 @app.command("solve")
 def solve_cmd(
-    net: str = typer.Argument(..., help="Zoo network name (see `mipsched zoo`), or a "
-                              "tile-program / DLSA-instance JSON (only its DLSA is solved)."),
+    net: str = typer.Argument(..., help="Zoo network name (see `mipsched zoo`), ONNX model "
+                              "(.onnx), YAML workload (.yaml), or a tile-program / "
+                              "DLSA-instance JSON (only its DLSA is solved)."),
     hw: str = typer.Option("edge", "--hw", help="Hardware preset name or YAML file."),
     batch: int = typer.Option(1, "--batch", min=1, help="Batch size."),
+    unknown_as_eltwise: bool = typer.Option(False, "--unknown-as-eltwise",
+                                            help=UNKNOWN_AS_ELTWISE_HELP),
     elem_bytes: int = typer.Option(1, "--elem-bytes", min=1,
                                    help="Bytes per element (1 = INT8)."),
     method: str | None = typer.Option(None, "--method", help="Scheduling method "
@@ -155,7 +162,8 @@ def solve_cmd(
             return _solve_program(Path(net), method or "cpsat", seed, time_limit, workers,
                                   out, as_json)
         chosen = method or "auto"
-        workload = resolve_network(net, batch, elem_bytes)
+        workload = resolve_network(net, batch, elem_bytes,
+                                   unknown_as_eltwise=unknown_as_eltwise)
         hardware = load_hardware(hw)
         limit = "" if time_limit is None else f", at most {time_limit:g} s"
         with progress.status(f"solving {workload.name} on {hardware.name} with {chosen}"
@@ -369,7 +377,8 @@ def plot_cmd(
 def compare_cmd(
     nets: list[str] = typer.Argument(..., help="Zoo network names."),
     methods: str = typer.Option("baseline,sa", "--methods",
-                                help="Comma-separated methods: " + ", ".join(METHODS)),
+                                help="Comma-separated methods: " + ", ".join(METHODS)
+                                + f", and {BOUND} (a row of bounds, no schedule)"),
     hw: str = typer.Option("edge", "--hw", help="Hardware preset name or YAML file."),
     batch: int = typer.Option(1, "--batch", min=1, help="Batch size."),
     baseline: str | None = typer.Option(None, "--baseline", help="Method the ratios are "
@@ -386,13 +395,15 @@ def compare_cmd(
 
     def body() -> int:
         chosen = [m.strip() for m in methods.split(",") if m.strip()]
-        unknown = [m for m in chosen if m not in METHODS]
-        if unknown or not chosen:
+        unknown = [m for m in chosen if m not in METHODS and m != BOUND]
+        real = [m for m in chosen if m != BOUND]
+        if unknown or not real:
             raise InputError(f"unknown method '{unknown[0] if unknown else methods}' "
-                             f"(available: {', '.join(METHODS)})")
-        base = baseline or chosen[0]
-        if base not in chosen:
-            raise InputError(f"--baseline '{base}' is not among --methods")
+                             f"(available: {', '.join(METHODS)}, and {BOUND})")
+        base = baseline or real[0]
+        if base not in real:
+            raise InputError(f"--baseline '{base}' is not among the --methods that "
+                             "schedule")
         workloads = [resolve_network(n, batch) for n in nets]
         hardware = load_hardware(hw)
         out.mkdir(parents=True, exist_ok=True)
@@ -408,7 +419,7 @@ def compare_cmd(
             table = Table(title=f"compare on {hardware.name}, batch {batch} "
                                 f"(ratios vs {base}; all columns in compare.md)")
             for title in ("network", "method", "latency", "energy (µJ)", "util", "LG/FLG",
-                          "tiles", "s", "speedup", "energy×"):
+                          "tiles", "s", "speedup", "energy×", "bound", "gap"):
                 table.add_column(title, justify="left" if title in ("network", "method")
                                  else "right")
             for r in rows:
@@ -421,10 +432,81 @@ def compare_cmd(
                               "—" if r.n_tiles is None else f"{r.n_tiles:,}",
                               f"{r.runtime_s:.1f}",
                               "—" if r.speedup is None else f"{r.speedup:.2f}×",
-                              "—" if r.energy_ratio is None else f"{r.energy_ratio:.2f}")
+                              "—" if r.energy_ratio is None else f"{r.energy_ratio:.2f}",
+                              "—" if r.lower_bound_cycles is None
+                              else f"{r.lower_bound_cycles:,}",
+                              "—" if r.gap is None else f"{r.gap:.1%}")
             console.print(table)
             console.print(f"wrote {out}/compare.csv and compare.md")
         return 0
+
+    _run(body)
+
+
+@app.command("import")
+def import_cmd(
+    net: str = typer.Argument(..., help="ONNX model (.onnx), YAML workload (.yaml) or zoo "
+                              "network name."),
+    output: Path = typer.Option(..., "-o", "--output", help="YAML workload to write."),
+    unknown_as_eltwise: bool = typer.Option(False, "--unknown-as-eltwise",
+                                            help=UNKNOWN_AS_ELTWISE_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
+) -> None:
+    """Convert a network to a YAML workload (docs/workload-yaml.md) to inspect or edit."""
+
+    def body() -> int:
+        if output.suffix.lower() not in (".yaml", ".yml"):
+            raise InputError(f"{output}: the workload file must end in .yaml or .yml")
+        workload = resolve_network(net, unknown_as_eltwise=unknown_as_eltwise)
+        write_text_atomic(output, dump_workload(workload))
+        summary = {"name": workload.name, "layers": len(workload.layers),
+                   "total_macs": workload.total_macs,
+                   "weight_bytes": workload.total_weight_bytes, "output": str(output)}
+        if as_json:
+            _emit_json(summary)
+        else:
+            console.print(_figures_table(f"{net} -> {output}", summary))
+        return 0
+
+    _run(body)
+
+
+@app.command("bound")
+def bound_cmd(
+    net: str = typer.Argument(..., help="Zoo network name, ONNX model or YAML workload."),
+    hw: str = typer.Option("edge", "--hw", help="Hardware preset name or YAML file."),
+    batch: int = typer.Option(1, "--batch", min=1, help="Batch size."),
+    elem_bytes: int = typer.Option(1, "--elem-bytes", min=1,
+                                   help="Bytes per element (1 = INT8)."),
+    time_limit: float | None = typer.Option(None, "--time-limit", min=0.0,
+                                            help="Seconds for the LFA relaxations "
+                                            "[default: 60]."),
+    workers: int | None = typer.Option(None, "--workers", min=1,
+                                       help="CP-SAT threads [default: all cores]."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
+) -> None:
+    """Print every certified lower bound of NET on a hardware (latency, energy, E x D),
+    which one binds, and how each is derived."""
+
+    def body() -> None:
+        workload = resolve_network(net, batch, elem_bytes)
+        hardware = load_hardware(hw)
+        with progress.status(f"bounding {workload.name} on {hardware.name}", spinner="dots"):
+            report = bound_report(workload, hardware, time_limit, workers)
+        if as_json:
+            _emit_json(bound_report_json(report, workload, hardware))
+            return
+        table = Table(title=f"lower bounds: {workload.name} on {hardware.name}, batch {batch}")
+        for col in ("bound", "value", "unit", "derivation"):
+            table.add_column(col, justify="right" if col == "value" else "left")
+        units = {"energy": "pJ", "lfa_energy": "pJ", "edp": "pJ x cycles"}
+        for b in (*report.latency.bounds, report.energy, report.edp):
+            mark = " (binds)" if b.name == report.latency.binding else ""
+            value = f"{b.value:,.0f}" if b.value < 1e15 else f"{b.value:.4g}"
+            table.add_row(b.name + mark, value, units.get(b.name, "cycles"), b.derivation)
+        for name, why in report.skipped.items():
+            table.add_row(name, "—", "", f"not computed: {why}")
+        console.print(table)
 
     _run(body)
 
@@ -457,11 +539,22 @@ def zoo_cmd(
 
 
 @app.command("hw")
-def hw_cmd(as_json: bool = typer.Option(False, "--json", help="Print one JSON list only.")
-           ) -> None:
-    """List the hardware presets."""
+def hw_cmd(as_json: bool = typer.Option(False, "--json", help="Print one JSON list only."),
+           show: str | None = typer.Option(None, "--show", metavar="PRESET|FILE",
+                                           help="Print a preset as commented YAML, the start "
+                                           "of a custom hardware file (a file: validate it "
+                                           "and print it).")) -> None:
+    """List the hardware presets, or print one as YAML."""
 
     def body() -> None:
+        if show is not None:
+            hardware = load_hardware(show)
+            if as_json:
+                _emit_json({**strict.to_dict(hardware),
+                            "peak_ops_per_cycle": hardware.peak_ops_per_cycle})
+            else:
+                sys.stdout.write(hardware_text(show)[0])
+            return
         presets = [load_hardware(name) for name in PRESETS]
         if as_json:
             _emit_json([{**strict.to_dict(h), "peak_ops_per_cycle": h.peak_ops_per_cycle}

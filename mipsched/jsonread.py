@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from mipsched.errors import InputError
+from mipsched.errors import InputError, show
 
 _MISSING: Any = object()
 
@@ -47,7 +47,7 @@ class JsonObject:
         value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
                 value):
-            raise InputError(f"{self.at(key)}: expected a finite number, got {value!r}")
+            raise InputError(f"{self.at(key)}: expected a finite number, got {show(value)}")
         if lo is not None and value < lo:
             raise InputError(f"{self.at(key)}: must be >= {lo}, got {value}")
         return float(value)
@@ -77,7 +77,7 @@ class JsonObject:
 def as_int(value: Any, path: str, lo: int | None = None) -> int:
     """`value` as an int (never a bool, a float or a string), at least `lo`."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError(f"{path}: expected an integer, got {value!r}")
+        raise InputError(f"{path}: expected an integer, got {show(value)}")
     if lo is not None and value < lo:
         raise InputError(f"{path}: must be >= {lo}, got {value}")
     return value
@@ -85,4 +85,4 @@ def as_int(value: Any, path: str, lo: int | None = None) -> int:
 
 def _kind(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string"}.get(type(value),
-                                                                     repr(value))
+                                                                     show(value))

@@ -75,8 +75,17 @@ def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     sa_limit = None if options.time_limit is None else SA_SHARE * options.time_limit
     sa = soma_sa(lowerer, SearchOptions(options.seed, sa_limit, options.objective,
                                         options.workers, options.stop))
+    return refine(lowerer, sa, options, deadline)
+
+
+def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
+           deadline: float | None) -> MethodResult:
+    """auto after its SA run: the LFA model, then the DLSA model on the finalists; never
+    worse than `sa` under the objective. Without a deadline each model gets
+    MODEL_SECONDS."""
     models: list[dict[str, Any]] = []
-    lfa_limit = MODEL_SECONDS if deadline is None else LFA_SHARE * options.time_limit
+    lfa_limit = (MODEL_SECONDS if deadline is None or options.time_limit is None
+                 else LFA_SHARE * options.time_limit)
     from_lfa = _lfa_step(lowerer, sa.best, options, min(lfa_limit, _left(deadline)), models)
     finalists = [_dlsa_step(sa.best, options, _left(deadline, 0.5 if from_lfa else 1.0),
                             models)]

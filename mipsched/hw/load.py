@@ -1,14 +1,16 @@
-"""Loading hardware descriptions: built-in presets by name or YAML files by path."""
+"""Loading hardware descriptions: built-in presets by name or YAML files by path.
+
+Every error names the file, the line and the dotted key (``my.yaml, line 14:
+gbuf.capacity_bytes: must be > 0 bytes, got 0``)."""
 
 from __future__ import annotations
 
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from mipsched import strict
 from mipsched.hw.model import Hardware
+from mipsched.yamlsrc import parse_yaml
 
 PRESET_DIR = resources.files("mipsched.hw") / "presets"
 #: Names of the built-in presets (files presets/NAME.yaml).
@@ -17,33 +19,30 @@ PRESETS: tuple[str, ...] = tuple(
 )
 
 
+def hardware_text(name_or_path: str) -> tuple[str, str]:
+    """The YAML text of a preset (`edge`, `cloud`) or of a hardware file, and the name of
+    its source for messages; ConfigError if it is neither."""
+    if name_or_path in PRESETS:
+        return (PRESET_DIR / f"{name_or_path}.yaml").read_text(), f"preset '{name_or_path}'"
+    path = Path(name_or_path)
+    if not path.is_file():
+        raise strict.ConfigError(
+            f"unknown hardware '{name_or_path}': not a preset ({', '.join(PRESETS)}) "
+            "and not a file"
+        )
+    try:
+        return path.read_text(), str(path)
+    except (OSError, UnicodeDecodeError) as err:
+        raise strict.ConfigError(f"{path}: cannot read as text ({err})") from None
+
+
 def load_hardware(name_or_path: str) -> Hardware:
     """A preset name (`edge`, `cloud`) or the path of a hardware YAML file.
 
-    Raises strict.ConfigError naming the file and the bad key."""
-    if name_or_path in PRESETS:
-        text = (PRESET_DIR / f"{name_or_path}.yaml").read_text()
-        source = f"preset '{name_or_path}'"
-    else:
-        path = Path(name_or_path)
-        if not path.is_file():
-            raise strict.ConfigError(
-                f"unknown hardware '{name_or_path}': not a preset ({', '.join(PRESETS)}) "
-                "and not a file"
-            )
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as err:
-            raise strict.ConfigError(f"{path}: cannot read as text ({err})") from None
-        source = str(path)
+    Raises an InputError naming the file, the line and the bad key."""
+    text, source = hardware_text(name_or_path)
+    doc = parse_yaml(text, source)
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or "syntax error"
-        raise strict.ConfigError(f"{source}:{line} invalid YAML: {problem}") from None
-    try:
-        return strict.build(Hardware, data)
+        return strict.build(Hardware, doc.data)
     except strict.ConfigError as err:
-        raise strict.ConfigError(f"{source}: {err}") from None
+        raise strict.ConfigError(f"{doc.where(err.keys)}: {err}", err.keys) from None

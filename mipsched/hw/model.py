@@ -3,7 +3,8 @@
 DRAM -> one shared global buffer (GBUF) -> a core array of PEs, each PE a vector x lane
 MAC array with L0 buffers (AL0 activations, WL0 weights, OL0 outputs, OL1 output
 accumulation), plus a vector unit for pooling / element-wise / normalisation ops.
-Units: bytes, cycles (at `frequency_hz`), pJ.
+Units: bytes, cycles (at `frequency_hz`), pJ; every number's unit is in its field's
+metadata (`strict.spec`), so messages about a bad value can name it.
 """
 
 from __future__ import annotations
@@ -13,46 +14,44 @@ import json
 from dataclasses import dataclass, field
 
 from mipsched import strict
-
-POSITIVE = {"gt": 0}
-NON_NEGATIVE = {"min": 0}
+from mipsched.strict import spec
 
 
 @dataclass(frozen=True)
 class Dram:
-    bytes_per_cycle: int = field(metadata=POSITIVE)
+    bytes_per_cycle: int = field(metadata=spec("bytes per cycle", gt=0))
     """DRAM bandwidth, bytes per cycle (one channel, loads and stores share it)."""
-    energy_pj_per_byte: float = field(metadata=NON_NEGATIVE)
+    energy_pj_per_byte: float = field(metadata=spec("pJ per byte", ge=0))
     """Energy of moving one byte between DRAM and GBUF, pJ."""
 
 
 @dataclass(frozen=True)
 class GlobalBuffer:
-    capacity_bytes: int = field(metadata=POSITIVE)
+    capacity_bytes: int = field(metadata=spec("bytes", gt=0))
     """Shared on-chip buffer capacity, bytes."""
-    read_bytes_per_cycle: int = field(metadata=POSITIVE)
+    read_bytes_per_cycle: int = field(metadata=spec("bytes per cycle", gt=0))
     """GBUF read bandwidth towards the core array, bytes per cycle."""
-    read_pj_per_byte: float = field(metadata=NON_NEGATIVE)
-    write_pj_per_byte: float = field(metadata=NON_NEGATIVE)
+    read_pj_per_byte: float = field(metadata=spec("pJ per byte", ge=0))
+    write_pj_per_byte: float = field(metadata=spec("pJ per byte", ge=0))
 
 
 @dataclass(frozen=True)
 class LocalBuffer:
-    capacity_bytes: int = field(metadata=POSITIVE)
+    capacity_bytes: int = field(metadata=spec("bytes", gt=0))
     """Capacity of this L0/L1 buffer in each PE, bytes."""
-    read_pj_per_byte: float = field(metadata=NON_NEGATIVE)
-    write_pj_per_byte: float = field(metadata=NON_NEGATIVE)
+    read_pj_per_byte: float = field(metadata=spec("pJ per byte", ge=0))
+    write_pj_per_byte: float = field(metadata=spec("pJ per byte", ge=0))
 
 
 @dataclass(frozen=True)
 class CoreArray:
-    pe_rows: int = field(metadata=POSITIVE)
-    pe_cols: int = field(metadata=POSITIVE)
-    vector: int = field(metadata=POSITIVE)
+    pe_rows: int = field(metadata=spec("PEs", gt=0))
+    pe_cols: int = field(metadata=spec("PEs", gt=0))
+    vector: int = field(metadata=spec("MACs", gt=0))
     """MACs along the reduction (input-channel) axis inside one PE."""
-    lanes: int = field(metadata=POSITIVE)
+    lanes: int = field(metadata=spec("output channels", gt=0))
     """Parallel output channels inside one PE."""
-    mac_pj: float = field(metadata=NON_NEGATIVE)
+    mac_pj: float = field(metadata=spec("pJ per MAC", ge=0))
     """Energy of one 8-bit MAC, pJ."""
     al0: LocalBuffer
     wl0: LocalBuffer
@@ -70,8 +69,8 @@ class CoreArray:
 
 @dataclass(frozen=True)
 class VectorUnit:
-    ops_per_cycle: int = field(metadata=POSITIVE)
-    pj_per_op: float = field(metadata=NON_NEGATIVE)
+    ops_per_cycle: int = field(metadata=spec("ops per cycle", gt=0))
+    pj_per_op: float = field(metadata=spec("pJ per op", ge=0))
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,8 @@ class Hardware:
     gbuf: GlobalBuffer
     core_array: CoreArray
     vector_unit: VectorUnit
-    frequency_hz: float = field(default=1e9, metadata=POSITIVE)
-    static_pj_per_cycle: float = field(default=0.0, metadata=NON_NEGATIVE)
+    frequency_hz: float = field(default=1e9, metadata=spec("Hz", gt=0))
+    static_pj_per_cycle: float = field(default=0.0, metadata=spec("pJ per cycle", ge=0))
     """Static (leakage) energy per cycle of latency, pJ; 0 in SoMa's presets."""
     description: str = ""
 

@@ -5,8 +5,10 @@ A row per (network, method) with its result, plus one per named stage before it:
 2), auto also `auto:cpsat` when the models improved on SA, the partition methods
 `:unfused` (their starting point).
 Ratios are against a chosen baseline method on the same network: speedup = baseline
-latency / latency, energy and EDP as fractions of the baseline's. Every row's schedule
-has been replayed by the simulator.
+latency / latency, energy and EDP as fractions of the baseline's. Every row carries the
+network's strongest known latency bound and its gap to it; the pseudo-method `bound`
+adds the LFA relaxation (`mipsched bound`) and `exact` the branch and bound's bound.
+Every row's schedule has been replayed by the simulator.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from dataclasses import asdict, dataclass
 
 from mipsched.heuristics.common import Candidate
 from mipsched.hw.model import Hardware
-from mipsched.solve import replay_rejection, solve
+from mipsched.solve import bound_report, replay_rejection, solve
 from mipsched.workload.graph import Workload
+
+BOUND = "bound"
+"""Pseudo-method of `--methods`: a row with every bound of `mipsched bound` (no schedule)."""
 
 
 @dataclass
@@ -41,6 +46,11 @@ class CompareRow:
     speedup: float | None = None
     energy_ratio: float | None = None
     edp_ratio: float | None = None
+    lower_bound_cycles: int | None = None
+    """The strongest latency bound known for the network (every method's proven bounds
+    and, with the `bound` pseudo-method, the LFA relaxation)."""
+    gap: float | None = None
+    """(latency - lower bound) / latency: how far the row can be from the optimum."""
     reason: str | None = None
 
 
@@ -61,10 +71,19 @@ def compare(workloads: Iterable[Workload], methods: list[str], hw: Hardware,
     rows: list[CompareRow] = []
     for wl in workloads:
         first = len(rows)
+        bounds: list[int] = []
         for method in methods:
             if progress:
                 progress(f"{wl.name} b{wl.batch}: {method}")
+            if method == BOUND:
+                report = bound_report(wl, hw, time_limit)
+                bounds.append(report.latency.cycles)
+                rows.append(CompareRow(wl.name, BOUND, report.latency.binding, None, None,
+                                       None, None, None, None, None, None, None,
+                                       report.wall_seconds))
+                continue
             outcome = solve(wl, hw, method, seed, time_limit, objective)
+            bounds.append(outcome.bound.cycles)
             if outcome.candidate is None:
                 rows.append(CompareRow(wl.name, method, outcome.status, None, None, None,
                                        None, None, None, None, None, None,
@@ -83,6 +102,10 @@ def compare(workloads: Iterable[Workload], methods: list[str], hw: Hardware,
             rows.append(_row(wl.name, method, outcome.candidate, outcome.wall_seconds,
                              outcome.status))
         _fill_ratios(rows[first:], baseline)
+        for r in rows[first:]:
+            r.lower_bound_cycles = max(bounds, default=None)
+            if r.latency_cycles and r.lower_bound_cycles is not None:
+                r.gap = (r.latency_cycles - r.lower_bound_cycles) / r.latency_cycles
     return rows
 
 
@@ -123,7 +146,8 @@ MARKDOWN_COLUMNS = (("network", "network"), ("method", "method"), ("status", "st
                     ("n_lg", "#LG"), ("n_flg", "#FLG"), ("n_tiles", "tiles"),
                     ("ideal_cycles", "ideal (cycles)"), ("runtime_s", "runtime (s)"),
                     ("speedup", "speedup"), ("energy_ratio", "energy ratio"),
-                    ("edp_ratio", "EDP ratio"))
+                    ("edp_ratio", "EDP ratio"), ("lower_bound_cycles", "bound (cycles)"),
+                    ("gap", "gap to bound"))
 
 
 def to_markdown(rows: list[CompareRow]) -> str:

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
+from mipsched.atomic import atomic_path
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.sim.result import SimResult
 
@@ -143,6 +144,5 @@ def save_plot(path: Path, program: TileProgram, sim: SimResult, title: str = "")
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     fig = schedule_figure(program, sim, title)
-    tmp = path.with_name(f".{path.stem}.tmp.{fmt}")
-    fig.savefig(tmp, format=fmt, dpi=150)
-    tmp.replace(path)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=fmt, dpi=150)

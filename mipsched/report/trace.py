@@ -14,7 +14,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-from mipsched.schedule.tile_program import TileProgram, write_json_atomic, write_text_atomic
+from mipsched.atomic import write_json_atomic, write_text_atomic
+from mipsched.schedule.tile_program import TileProgram
 from mipsched.sim.result import SimResult
 
 _PID = 1

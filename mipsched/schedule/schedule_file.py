@@ -1,9 +1,9 @@
 """schedule.json: a complete schedule that `mipsched eval` replays to the same numbers.
 
-Format `mipsched-schedule` version 1: the network (zoo name, batch, element size and a
-digest of the whole network), the full hardware description, the LFA, the DLSA (tensor ids
-as lowering numbers them, with their names so a mismatch is caught), the method that made
-it, and its figures.
+Format `mipsched-schedule` version 1: the network (name, source, batch, element size, a
+digest of the whole network and the network itself in the YAML workload format, as data),
+the full hardware description, the LFA, the DLSA (tensor ids as lowering numbers them,
+with their names so a mismatch is caught), the method that made it, and its figures.
 """
 
 from __future__ import annotations
@@ -13,12 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from mipsched import strict
+from mipsched.atomic import write_json_atomic
 from mipsched.hw.model import Hardware
 from mipsched.jsonread import JsonObject
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
-from mipsched.schedule.tile_program import DramTensor, write_json_atomic
+from mipsched.schedule.tile_program import DramTensor
+from mipsched.workload import zoo
 from mipsched.workload.graph import Workload
 from mipsched.workload.resolve import resolve_network
+from mipsched.workload.yaml_format import read_workload, workload_dict
+from mipsched.yamlsrc import YamlDoc
 
 FORMAT = "mipsched-schedule"
 VERSION = 1
@@ -47,14 +51,24 @@ def save_schedule(path: Path, workload: Workload, hw: Hardware, lfa: Lfa, dlsa: 
     write_json_atomic(path, {
         "format": FORMAT,
         "version": VERSION,
-        "network": {"name": workload.name, "source": "zoo", "batch": workload.batch,
-                    "elem_bytes": workload.elem_bytes, "digest": workload.digest()},
+        "network": {"name": workload.name, "source": _source(workload),
+                    "batch": workload.batch, "elem_bytes": workload.elem_bytes,
+                    "digest": workload.digest(), "workload": workload_dict(workload)},
         "hardware": strict.to_dict(hw),
         "method": method,
         "lfa": lfa.to_json(),
         "dlsa": {**dlsa.to_json(), "tensors": [tensor_name(t) for t in tensors]},
         "results": results,
     })
+
+
+def _source(workload: Workload) -> str:
+    """'zoo' for a built-in network, else 'file' (ONNX or YAML; the schedule embeds every
+    network either way, so it replays without the file)."""
+    if workload.name in zoo.NETWORKS and zoo.get(
+            workload.name, workload.batch, workload.elem_bytes).digest() == workload.digest():
+        return "zoo"
+    return "file"
 
 
 def is_schedule(data: Any) -> bool:
@@ -68,8 +82,12 @@ def parse_schedule(data: Any, source: str) -> ScheduleFile:
     if root.raw("version", None) != VERSION:
         raise ScheduleError(f"{source}: unsupported version {root.raw('version', None)!r}")
     net = root.obj("network")
-    workload = resolve_network(net.str("name"), net.int("batch", lo=1),
-                               net.int("elem_bytes", lo=1, default=1))
+    batch, elem_bytes = net.int("batch", lo=1), net.int("elem_bytes", lo=1, default=1)
+    if net.has("workload"):
+        doc = YamlDoc(net.raw("workload"), f"{source}: network.workload", {})
+        workload = read_workload(doc, batch, elem_bytes)
+    else:  # written before networks were embedded: a zoo network
+        workload = resolve_network(net.str("name"), batch, elem_bytes)
     if workload.digest() != net.raw("digest", None):
         raise ScheduleError(f"{source}: network '{workload.name}' (batch {workload.batch}) "
                             "differs from the one this schedule was made for (digest mismatch)")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mipsched import strict
+from mipsched.atomic import write_json_atomic
 from mipsched.jsonread import JsonObject, as_int
 from mipsched.schedule.notation import Dlsa, ScheduleError
 
@@ -266,19 +267,8 @@ def read_json(path: Path) -> Any:
         raise ScheduleError(f"{path}: invalid JSON at line {err.lineno}: {err.msg}") from None
     except RecursionError:
         raise ScheduleError(f"{path}: JSON nested too deeply") from None
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Writes JSON to `path` via a temporary file, so no partial file is ever left."""
-    write_text_atomic(path, json.dumps(data, indent=1))
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Writes `text` to `path` via a temporary file, so no partial file is ever left."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    except ValueError as err:  # an integer of more digits than Python converts
+        raise ScheduleError(f"{path}: invalid JSON: {err}") from None
 
 
 def _parse_program(data: Any) -> TileProgram:

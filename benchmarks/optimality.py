@@ -1,0 +1,120 @@
+"""Optimal vs heuristic (issue 6): proven optima of tiny nets and certified gaps of big ones.
+
+Part 1, tiny nets (chain3, chain5, resblock, fsrcnn; edge and edge with a 512 KiB
+buffer): `solve --method exact` (latency), the time it takes to prove its optimum, and
+every heuristic's gap to that optimum. Target: every case proven within 60 s.
+Part 2, the SoMa Fig. 6 cases: the best latency found (SA stage 2 or auto, read from
+benchmarks/results/soma_fig6.csv, which soma_fig6.py writes), the strongest certified
+bound (`mipsched bound`; nets above 16 layers get the network bounds only) and the
+certified gap = (best - bound) / best. Targets: <= 10 % on every case, <= 5 % geomean.
+
+Run: python benchmarks/optimality.py [--time-limit 60] [--heuristic-seconds 20]
+     [--fig6-csv benchmarks/results/soma_fig6.csv] [--out benchmarks/results/optimality.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import math
+import time
+from pathlib import Path
+
+from publish import publish  # benchmarks/ is on sys.path when a benchmark runs
+
+from mipsched.hw import load_hardware
+from mipsched.hw.model import Hardware
+from mipsched.solve import bound_report, solve
+from mipsched.workload import zoo
+
+TINY = ("chain3", "chain5", "resblock", "fsrcnn")
+HEURISTICS = ("baseline", "greedy", "dp", "cocco", "sa", "auto")
+SMALL_BUFFER = 512 * 1024
+
+
+def small_buffer(hw: Hardware) -> Hardware:
+    return dataclasses.replace(hw, name=f"{hw.name}-512KiB", gbuf=dataclasses.replace(
+        hw.gbuf, capacity_bytes=SMALL_BUFFER))
+
+
+def tiny_part(time_limit: float, heuristic_seconds: float) -> list[str]:
+    edge = load_hardware("edge")
+    lines = ["## Tiny nets: proven optima", "",
+             "| network | hw | optimum (cycles) | status | prove (s) | "
+             + " | ".join(f"{h} gap" for h in HEURISTICS) + " |",
+             "|---|---|---:|---|---:|" + "---:|" * len(HEURISTICS)]
+    proven = 0
+    for name in TINY:
+        for hw in (edge, small_buffer(edge)):
+            wl = zoo.get(name)
+            started = time.perf_counter()
+            exact = solve(wl, hw, "exact", time_limit=time_limit, objective="latency")
+            seconds = time.perf_counter() - started
+            best = exact.candidate.evaluation.latency_cycles if exact.candidate else None
+            proven += exact.status == "optimal"
+            gaps = []
+            for method in HEURISTICS:
+                out = solve(wl, hw, method, time_limit=heuristic_seconds, objective="latency")
+                if out.candidate is None or best is None:
+                    gaps.append("—")
+                    continue
+                latency = out.candidate.evaluation.latency_cycles
+                gaps.append(f"{(latency - best) / latency:.2%}")
+            lines.append(f"| {name} | {hw.name} | {best:,} | {exact.status} | {seconds:.1f} | "
+                         + " | ".join(gaps) + " |")
+            print(lines[-1], flush=True)
+    lines += ["", f"- proven optimal: {proven} of {2 * len(TINY)} (target: all, each "
+                  f"<= 60 s); heuristics ran {heuristic_seconds:g} s each, objective "
+                  "latency; gap = (heuristic - optimum) / heuristic", ""]
+    return lines
+
+
+def big_part(fig6_csv: Path, time_limit: float) -> list[str]:
+    lines = ["## SoMa Fig. 6 cases: certified gaps", "",
+             "| network | hw | batch | best found | bound | binding | certified gap |",
+             "|---|---|---:|---:|---:|---|---:|"]
+    gaps = []
+    with fig6_csv.open() as f:
+        for row in csv.DictReader(f):
+            found = [int(row[k]) for k in ("sa2_latency", "auto_latency") if row.get(k)]
+            if not found:
+                continue
+            best = min(found)
+            hw = load_hardware(row["hw"])
+            wl = zoo.get(row["network"], int(row["batch"]))
+            report = bound_report(wl, hw, time_limit)
+            gap = (best - report.latency.cycles) / best
+            gaps.append(gap)
+            lines.append(f"| {row['network']} | {row['hw']} | {row['batch']} | {best:,} | "
+                         f"{report.latency.cycles:,} | {report.latency.binding} | "
+                         f"{gap:.1%} |")
+            print(lines[-1], flush=True)
+    if gaps:
+        geo = math.exp(sum(math.log(max(g, 1e-6)) for g in gaps) / len(gaps))
+        lines += ["", f"- certified gap: max {max(gaps):.1%} (target <= 10 %), geomean "
+                      f"{geo:.2%} (target <= 5 %), mean {sum(gaps) / len(gaps):.1%}; "
+                      f"{sum(g <= 0.10 for g in gaps)} of {len(gaps)} cases within 10 %"]
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=60.0,
+                        help="seconds for exact per tiny case and for each bound")
+    parser.add_argument("--heuristic-seconds", type=float, default=20.0)
+    parser.add_argument("--fig6-csv", type=Path,
+                        default=Path(__file__).parent / "results" / "soma_fig6.csv")
+    parser.add_argument("--skip-tiny", action="store_true")
+    parser.add_argument("--out", type=Path,
+                        default=Path(__file__).parent / "results" / "optimality.md")
+    args = parser.parse_args()
+    lines = ["# Optimality: proven optima and certified gaps", ""]
+    if not args.skip_tiny:
+        lines += tiny_part(args.time_limit, args.heuristic_seconds)
+    lines += big_part(args.fig6_csv, args.time_limit)
+    publish(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""Atomic file output: every file mipsched writes appears whole or not at all.
+
+The content goes to a temporary file in the target's directory, is flushed to disk, and is
+renamed over the target (`os.replace`, atomic on POSIX and Windows); on any failure the
+temporary file is removed and the target is left as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+@contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yields a temporary path beside `path` to write to; on normal exit it replaces
+    `path`, on an exception it is deleted. For writers that want a file name
+    (e.g. matplotlib's savefig)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # honours umask
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Writes `data` to `path` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Writes `text` (UTF-8) to `path` atomically."""
+    write_bytes_atomic(path, text.encode())
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Writes `data` as indented JSON to `path` atomically."""
+    write_text_atomic(path, json.dumps(data, indent=1))

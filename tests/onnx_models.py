@@ -1,0 +1,134 @@
+"""Small ONNX models built with onnx.helper, for the importer and fuzz tests.
+
+Weights are stored one of three ways: `data` (real zeros), `external` (a reference to a
+weights file that does not exist) or `stripped` (dims only, no data at all)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 20
+
+
+def weight(name: str, dims: list[int], storage: str = "data") -> TensorProto:
+    if storage == "data":
+        return numpy_helper.from_array(np.zeros(dims, np.float32), name)
+    t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=dims)
+    if storage == "external":
+        t.data_location = TensorProto.EXTERNAL
+        for key, value in (("location", "missing_weights.bin"), ("offset", "0"),
+                           ("length", str(4 * int(np.prod(dims))))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+    return t
+
+
+def ints(name: str, values: list[int]) -> TensorProto:
+    return helper.make_tensor(name, TensorProto.INT64, [len(values)], values)
+
+
+def scalar(name: str, value: float) -> TensorProto:
+    return helper.make_tensor(name, TensorProto.FLOAT, [], [value])
+
+
+def model(nodes: list, inputs: list, outputs: list, inits: list,
+          domains: tuple[str, ...] = ()) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "test", inputs, outputs, initializer=inits)
+    opsets = [helper.make_opsetid("", OPSET), *(helper.make_opsetid(d, 1) for d in domains)]
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+def tensor(name: str, dims: list | None) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, dims)
+
+
+def conv_chain(storage: str = "data") -> onnx.ModelProto:
+    """x[N,3,32,32] -> conv1 3x3 (16, pads 1) + BN + Relu -> dw 3x3 depthwise (16) + Clip
+    -> conv2 3x3 stride 2 (32, TF-style pads 0,0,1,1) -> MaxPool 2x2 -> GlobalAveragePool
+    -> Flatten -> Gemm (10) -> Softmax."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1],
+                         kernel_shape=[3, 3]),
+        helper.make_node("BatchNormalization", ["c1", "bn_s", "bn_b", "bn_m", "bn_v"],
+                         ["b1"], name="bn1"),
+        helper.make_node("Relu", ["b1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "wd"], ["d1"], name="dw", group=16,
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("Clip", ["d1"], ["r2"], name="relu6"),
+        helper.make_node("Conv", ["r2", "w2"], ["c2"], name="conv2", strides=[2, 2],
+                         pads=[0, 0, 1, 1]),
+        helper.make_node("MaxPool", ["c2"], ["p"], name="pool", kernel_shape=[2, 2],
+                         strides=[2, 2]),
+        helper.make_node("GlobalAveragePool", ["p"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten", axis=1),
+        helper.make_node("Gemm", ["f", "wfc", "bfc"], ["logits"], name="fc", transB=1),
+        helper.make_node("Softmax", ["logits"], ["probs"], name="softmax", axis=-1),
+    ]
+    inits = [weight("w1", [16, 3, 3, 3], storage), weight("wd", [16, 1, 3, 3], storage),
+             weight("w2", [32, 16, 3, 3], storage), weight("wfc", [10, 32], storage),
+             weight("bfc", [10], storage),
+             *(weight(n, [16], storage) for n in ("bn_s", "bn_b", "bn_m", "bn_v"))]
+    return model(nodes, [tensor("x", ["N", 3, 32, 32])], [tensor("probs", ["N", 10])], inits)
+
+
+def residual_block() -> onnx.ModelProto:
+    """ResNet bottleneck on x[N,64,56,56]: 1x1 (64) -> 3x3 (64) -> 1x1 (256), a 1x1 (256)
+    projection shortcut, Add, Relu."""
+    nodes = [
+        helper.make_node("Conv", ["x", "wa"], ["a"], name="conv_a"),
+        helper.make_node("Relu", ["a"], ["ra"]),
+        helper.make_node("Conv", ["ra", "wb"], ["b"], name="conv_b", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["b"], ["rb"]),
+        helper.make_node("Conv", ["rb", "wc"], ["c"], name="conv_c"),
+        helper.make_node("Conv", ["x", "ws"], ["s"], name="shortcut"),
+        helper.make_node("Add", ["c", "s"], ["sum"], name="add"),
+        helper.make_node("Relu", ["sum"], ["y"]),
+    ]
+    inits = [weight("wa", [64, 64, 1, 1]), weight("wb", [64, 64, 3, 3]),
+             weight("wc", [256, 64, 1, 1]), weight("ws", [256, 64, 1, 1])]
+    return model(nodes, [tensor("x", [1, 64, 56, 56])], [tensor("y", None)], inits)
+
+
+def attention_head(tokens: int = 16, d: int = 64, heads: int = 4) -> onnx.ModelProto:
+    """Pre-LN multi-head self-attention as PyTorch exports it, on x[N, tokens, d]:
+    LayerNorm -> Q, K, V MatMuls -> reshape to heads -> Q.K^T / sqrt(dh) -> Softmax ->
+    .V -> merge heads -> output projection -> residual Add."""
+    dh = d // heads
+    nodes = [helper.make_node("LayerNormalization", ["x", "ln_s", "ln_b"], ["h"], name="ln",
+                              axis=-1)]
+    for p in "qkv":
+        nodes.append(helper.make_node("MatMul", ["h", f"w{p}"], [p], name=p))
+        nodes.append(helper.make_node("Reshape", [p, "split"], [f"{p}4"]))
+    nodes += [
+        helper.make_node("Transpose", ["q4"], ["qh"], perm=[0, 2, 1, 3]),
+        helper.make_node("Transpose", ["k4"], ["kt"], perm=[0, 2, 3, 1]),
+        helper.make_node("Transpose", ["v4"], ["vh"], perm=[0, 2, 1, 3]),
+        helper.make_node("MatMul", ["qh", "kt"], ["s"], name="qk"),
+        helper.make_node("Div", ["s", "scale"], ["ss"]),
+        helper.make_node("Softmax", ["ss"], ["p"], name="softmax", axis=-1),
+        helper.make_node("MatMul", ["p", "vh"], ["ctx"], name="pv"),
+        helper.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ctx_t", "merge"], ["ctx_m"]),
+        helper.make_node("MatMul", ["ctx_m", "wo"], ["o"], name="proj"),
+        helper.make_node("Add", ["x", "o"], ["y"], name="residual"),
+    ]
+    inits = [weight("ln_s", [d]), weight("ln_b", [d]), ints("split", [-1, tokens, heads, dh]),
+             ints("merge", [-1, tokens, d]), scalar("scale", dh ** 0.5),
+             *(weight(f"w{p}", [d, d]) for p in "qkvo")]
+    return model(nodes, [tensor("x", ["batch", tokens, d])], [tensor("y", None)], inits)
+
+
+def custom_op(two_inputs: bool = False) -> onnx.ModelProto:
+    """conv (8) -> com.example::Swish (custom domain; with `two_inputs`, it also reads
+    the network input) -> conv (8), on x[N,8,16,16]."""
+    swish_in = ["a", "x"] if two_inputs else ["a"]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], name="conv_in", pads=[1, 1, 1, 1]),
+        helper.make_node("Swish", swish_in, ["s"], name="my_swish", domain="com.example"),
+        helper.make_node("Conv", ["s", "w2"], ["y"], name="conv_out", pads=[1, 1, 1, 1]),
+    ]
+    inits = [weight("w1", [8, 8, 3, 3]), weight("w2", [8, 8, 3, 3])]
+    return model(nodes, [tensor("x", ["N", 8, 16, 16])], [tensor("y", None)], inits,
+                 domains=("com.example",))

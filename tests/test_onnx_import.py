@@ -1,0 +1,224 @@
+"""ONNX import: layer counts, shapes, MACs and weight bytes of hand-built models against
+hand-computed truth; zoo networks round-trip through mipsched's own ONNX export; models
+that do not map give one clear error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import helper
+from typer.testing import CliRunner
+
+from mipsched.cli import app
+from mipsched.errors import InputError
+from mipsched.workload import zoo
+from mipsched.workload.graph import Workload
+from mipsched.workload.layer import Op, Shape
+from mipsched.workload.onnx_export import save_onnx
+from mipsched.workload.onnx_import import load_onnx
+from mipsched.workload.yaml_format import load_workload
+
+import onnx_models as om
+
+runner = CliRunner()
+
+
+def imported(tmp_path: Path, model: onnx.ModelProto, name: str = "net", **kw) -> Workload:
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    return load_onnx(path, **kw)
+
+
+def test_conv_chain(tmp_path: Path) -> None:
+    wl = imported(tmp_path, om.conv_chain())
+    # BatchNormalization, Relu, Clip and Flatten make no layer.
+    assert [(n, lay.op) for n, lay in wl.layers.items()] == [
+        ("conv1", Op.CONV), ("dw", Op.DEPTHWISE_CONV), ("conv2", Op.CONV),
+        ("pool", Op.MAX_POOL), ("gap", Op.GLOBAL_POOL), ("fc", Op.FC),
+        ("softmax", Op.SOFTMAX)]
+    assert wl.inputs == {"x": Shape(3, 32, 32)}
+    assert wl.layers["dw"].inputs == ("conv1",)  # BN + Relu fused into conv1
+    assert wl.layers["conv2"].padding == (1, 1)  # pads (0, 0, 1, 1) -> same 16 x 16 output
+    assert [tuple(lay.out) for lay in wl.layers.values()] == [
+        (16, 32, 32), (16, 32, 32), (32, 16, 16), (32, 8, 8), (32, 1, 1), (10, 1, 1),
+        (10, 1, 1)]
+    assert wl.outputs == ("softmax",)
+    conv1 = 16 * 32 * 32 * (3 * 3 * 3)
+    dw = 16 * 32 * 32 * (3 * 3)
+    conv2 = 32 * 16 * 16 * (16 * 3 * 3)
+    fc = 10 * 32
+    assert wl.total_macs == conv1 + dw + conv2 + fc == 1_769_792
+    assert wl.total_weight_bytes == 16 * 3 * 3 * 3 + 16 * 3 * 3 + 32 * 16 * 3 * 3 + 10 * 32
+    double = load_onnx(tmp_path / "net.onnx", batch=2, elem_bytes=2)
+    assert double.batch == 2
+    assert double.total_macs == 2 * wl.total_macs
+    assert double.total_weight_bytes == 2 * wl.total_weight_bytes
+
+
+@pytest.mark.parametrize("storage", ["external", "stripped"])
+def test_weights_are_never_read(tmp_path: Path, storage: str) -> None:
+    """Initialisers pointing at a missing external file, or holding dims only, import to
+    the same workload as real ones."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    real = imported(tmp_path / "a", om.conv_chain("data"))
+    stub = imported(tmp_path / "b", om.conv_chain(storage))
+    assert not (tmp_path / "b" / "missing_weights.bin").exists()
+    assert stub.digest() == real.digest()
+
+
+def test_residual_block(tmp_path: Path) -> None:
+    wl = imported(tmp_path, om.residual_block())
+    assert list(wl.layers) == ["conv_a", "conv_b", "conv_c", "shortcut", "add"]
+    assert wl.layers["add"].op == Op.ADD
+    assert wl.layers["add"].inputs == ("conv_c", "shortcut")
+    assert wl.layers["shortcut"].inputs == ("x",)
+    assert wl.layers["conv_b"].padding == (1, 1)
+    assert wl.layers["add"].out == Shape(256, 56, 56)
+    conv_a = 64 * 56 * 56 * 64
+    conv_b = 64 * 56 * 56 * (64 * 3 * 3)
+    conv_c = 256 * 56 * 56 * 64
+    shortcut = 256 * 56 * 56 * 64
+    assert wl.total_macs == conv_a + conv_b + conv_c + shortcut == 231_211_008
+    assert wl.total_weight_bytes == 64 * 64 + 64 * 64 * 9 + 256 * 64 + 256 * 64
+    assert wl.total_macs == zoo.get("resblock").total_macs  # the zoo's block, from ONNX
+
+
+def test_attention_head(tmp_path: Path) -> None:
+    """16 tokens, d = 64, 4 heads of 16: tokens and head width are equal on purpose, so
+    only the tracked layouts can tell Q.K^T from P.V."""
+    wl = imported(tmp_path, om.attention_head(tokens=16, d=64, heads=4))
+    assert list(wl.layers) == ["ln", "q", "k", "v", "qk", "softmax", "pv", "proj",
+                               "residual"]  # the 1/sqrt(d) Div is fused
+    assert wl.inputs == {"x": Shape(64, 16, 1)}
+    qk, pv = wl.layers["qk"], wl.layers["pv"]
+    assert (qk.op, qk.inputs, qk.groups, qk.transpose_rhs) == (Op.MATMUL_ACT, ("q", "k"), 4,
+                                                               True)
+    assert (pv.op, pv.inputs, pv.groups, pv.transpose_rhs) == (Op.MATMUL_ACT,
+                                                               ("softmax", "v"), 4, False)
+    assert qk.out == Shape(4 * 16, 16, 1)  # heads x keys, tokens
+    assert pv.out == Shape(64, 16, 1)
+    assert wl.layers["proj"].inputs == ("pv",)  # transpose + reshape back are free
+    assert wl.layers["residual"].inputs == ("x", "proj")
+    projections = 4 * (16 * 64 * 64)  # q, k, v, proj: tokens x d x d
+    scores = 4 * 16 * 16 * 16  # heads x queries x keys, each a 16-long dot product
+    context = 16 * 64 * 16  # tokens x d outputs, each summing 16 keys
+    assert wl.total_macs == projections + scores + context == 294_912
+    assert wl.total_weight_bytes == 4 * 64 * 64  # layer-norm scale and bias not counted
+
+
+def test_custom_domain_op(tmp_path: Path) -> None:
+    with pytest.raises(InputError) as err:
+        imported(tmp_path, om.custom_op())
+    message = str(err.value)
+    assert "com.example::Swish" in message and "my_swish" in message
+    assert "docs/onnx.md" in message and "--unknown-as-eltwise" in message
+
+    fused = load_onnx(tmp_path / "net.onnx", unknown_as_eltwise=True)
+    assert list(fused.layers) == ["conv_in", "conv_out"]
+    assert fused.layers["conv_out"].inputs == ("conv_in",)
+    assert fused.total_macs == 2 * (8 * 16 * 16 * (8 * 3 * 3))
+
+    two = imported(tmp_path, om.custom_op(two_inputs=True), "two", unknown_as_eltwise=True)
+    assert two.layers["my_swish"].op == Op.ADD
+    assert two.layers["my_swish"].inputs == ("conv_in", "x")
+
+
+def test_custom_op_error_through_the_cli(tmp_path: Path) -> None:
+    onnx.save(om.custom_op(), tmp_path / "m.onnx")
+    out = tmp_path / "m.yaml"
+    result = runner.invoke(app, ["import", str(tmp_path / "m.onnx"), "-o", str(out)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "com.example::Swish (node 'my_swish')" in lines[0]
+    assert not out.exists()
+    ok = runner.invoke(app, ["import", str(tmp_path / "m.onnx"), "-o", str(out),
+                             "--unknown-as-eltwise", "--json"])
+    assert ok.exit_code == 0, ok.output
+    assert json.loads(ok.stdout)["layers"] == 2
+
+
+@pytest.mark.parametrize("name", list(zoo.NETWORKS))
+def test_zoo_round_trip(tmp_path: Path, name: str) -> None:
+    """zoo -> ONNX (mipsched's export, weights as stubs) -> import: same MACs and weight
+    bytes; the same network exactly, except GPT-2's GELU, which ONNX import fuses."""
+    net = zoo.get(name)
+    save_onnx(net, tmp_path / f"{name}.onnx")
+    back = load_onnx(tmp_path / f"{name}.onnx")
+    assert back.total_macs == net.total_macs
+    assert back.total_weight_bytes == net.total_weight_bytes
+    gelus = [n for n, lay in net.layers.items() if lay.op == Op.GELU]
+    if not gelus:
+        assert back.digest() == net.digest()
+    else:
+        assert set(net.layers) - set(back.layers) == set(gelus)
+        assert len(back.layers) == len(net.layers) - len(gelus)
+
+
+def test_import_then_solve_the_yaml(tmp_path: Path) -> None:
+    """`import` writes a YAML workload equal to the ONNX import; `solve model.onnx` writes a
+    schedule.json that `eval` replays to the same numbers without the model."""
+    onnx.save(om.residual_block(), tmp_path / "block.onnx")
+    yaml_path = tmp_path / "block.yaml"
+    result = runner.invoke(app, ["import", str(tmp_path / "block.onnx"), "-o",
+                                 str(yaml_path)])
+    assert result.exit_code == 0, result.output
+    assert load_workload(yaml_path).digest() == load_onnx(tmp_path / "block.onnx").digest()
+
+    solved = runner.invoke(app, ["solve", str(tmp_path / "block.onnx"), "--method",
+                                 "baseline", "--out", str(tmp_path / "out"), "--json"])
+    assert solved.exit_code == 0, solved.output
+    (tmp_path / "block.onnx").unlink()
+    replay = runner.invoke(app, ["eval", str(tmp_path / "out" / "schedule.json"), "--json"])
+    assert replay.exit_code == 0, replay.output
+    for key in ("latency_cycles", "energy_pj", "total_macs", "weight_bytes"):
+        assert json.loads(replay.stdout)[key] == json.loads(solved.stdout)[key]
+
+
+def _single(op: str, inputs: list, out_dims: list | None, inits: list, **attrs):
+    node = helper.make_node(op, [i.name for i in inputs] + [t.name for t in inits], ["y"],
+                            name="n1", **attrs)
+    return om.model([node], inputs, [om.tensor("y", out_dims)], inits)
+
+
+@pytest.mark.parametrize(("build", "needle"), [
+    (lambda: _single("Relu", [om.tensor("x", ["N", "seq", 8])], None, []),
+     "input 'x': dimension 1 is symbolic ('seq')"),
+    (lambda: _single("Split", [om.tensor("x", ["N", 8, 4, 4])], None, [], num_outputs=1),
+     "unsupported ONNX operator(s): Split (node 'n1')"),
+    (lambda: _single("Conv", [om.tensor("x", ["N", 8, 16])], None,
+                     [om.weight("w", [8, 8, 3])]), "not a 2-D feature map"),
+    (lambda: om.model([helper.make_node("Relu", ["x"], ["a"]),
+                       helper.make_node("Add", ["a", "b"], ["y"], name="n1")],
+                      [om.tensor("x", ["N", 8, 4, 4]), om.tensor("b", ["N", 8, 1, 1])],
+                      [om.tensor("y", None)], []),
+     "broadcasting between activations is not supported"),
+    (lambda: _single("Reshape", [om.tensor("x", ["N", 6, 4])], None,
+                     [om.ints("s", [-1, 4, 6])]), "mixes axes"),
+    (lambda: _single("Relu", [om.tensor("x", ["N", 0, 4, 4])], None, []), "zero-sized"),
+    (lambda: om.model([helper.make_node("Relu", ["y"], ["a"], name="n1"),
+                       helper.make_node("Relu", ["a"], ["y"], name="n2")],
+                      [om.tensor("x", ["N", 8])], [om.tensor("y", None)], []),
+     "part of a cycle"),
+    (lambda: _single("Relu", [om.tensor("x", ["N", 8, 4, 4])], None, []),
+     "computed by no layer"),  # an activation of the input alone is fused away
+    (lambda: om.model([helper.make_node("Relu", ["nowhere"], ["y"], name="n1")],
+                      [om.tensor("x", ["N", 8])], [om.tensor("y", None)], []),
+     "input 'nowhere' is not a graph input, an initializer or any node's output"),
+])
+def test_models_that_do_not_map(tmp_path: Path, build, needle: str) -> None:
+    with pytest.raises(InputError) as err:
+        imported(tmp_path, build())
+    assert needle in str(err.value)
+
+
+def test_not_an_onnx_file(tmp_path: Path) -> None:
+    (tmp_path / "junk.onnx").write_bytes(b"\x08\x07garbage\xff\xff\xff")
+    result = runner.invoke(app, ["solve", str(tmp_path / "junk.onnx"), "--out",
+                                 str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "junk.onnx: not an ONNX model" in result.stderr
+    assert not (tmp_path / "o").exists()
