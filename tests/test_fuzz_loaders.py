@@ -187,7 +187,8 @@ def time_limit(seconds: int) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def check_case(kind: str, data: bytes, unknown_as_eltwise: bool = False) -> None:
+def check_case(kind: str, data: bytes, unknown_as_eltwise: bool = False) -> int:
+    """Runs one case; returns its exit code (0 or 2) after checking the outcome."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         src = folder / f"input{SUFFIX[kind]}"
@@ -209,7 +210,7 @@ def check_case(kind: str, data: bytes, unknown_as_eltwise: bool = False) -> None
             lines = result.stderr.strip().splitlines()
             assert len(lines) == 1 and lines[0].startswith("mipsched: error: "), lines
             assert written == [src.name]  # no output file, no temporary file
-            return
+            return 2
         assert result.exit_code == 0, (result.exit_code, result.output)
         if kind in ("workload", "onnx"):
             assert written == sorted([src.name, out.name])
@@ -218,6 +219,7 @@ def check_case(kind: str, data: bytes, unknown_as_eltwise: bool = False) -> None
             assert result.stdout == data.decode()
         else:
             json.loads(result.stdout)
+        return 0
 
 
 def mutated(kind: str) -> st.SearchStrategy[bytes]:
@@ -229,25 +231,34 @@ def mutated(kind: str) -> st.SearchStrategy[bytes]:
     return st.one_of(by_bytes, st.builds(edit_tree, seeds, tree_edits, st.just(as_json)))
 
 
-def fuzz(kind: str, cases: int, derandomize: bool) -> None:
+def fuzz(kind: str, cases: int, derandomize: bool) -> dict[int, int]:
+    """Runs `cases` mutated inputs through check_case; returns how many ended with each
+    exit code."""
+    exits = {0: 0, 2: 0}
+
     @settings(max_examples=cases, derandomize=derandomize, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(mutated(kind), st.booleans())
     def one(data: bytes, unknown_as_eltwise: bool) -> None:
-        check_case(kind, data, unknown_as_eltwise)
+        exits[check_case(kind, data, unknown_as_eltwise)] += 1
 
     one()
+    return exits
 
 
 @pytest.mark.parametrize("kind", list(SEEDS))
 def test_fuzz_loaders_fast(kind: str) -> None:
-    fuzz(kind, 100, derandomize=True)
+    exits = fuzz(kind, 100, derandomize=True)
+    assert exits[2] > 0  # the mutations do reach the error paths
+    assert sum(exits.values()) >= 90
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(SEEDS))
 def test_fuzz_loaders_10k(kind: str) -> None:
-    fuzz(kind, 2000, derandomize=False)
+    exits = fuzz(kind, 2000, derandomize=False)
+    assert exits[2] > 0
+    assert sum(exits.values()) >= 1900
 
 
 @pytest.mark.parametrize("kind", list(SEEDS))
