@@ -23,15 +23,26 @@ def atomic_path(path: Path) -> Iterator[Path]:
     (e.g. matplotlib's savefig)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # honours umask
+    try:
+        os.close(os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))  # honours umask
+    except OSError as err:
+        raise _about(err, path) from None
     try:
         yield tmp
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as err:
+            raise _about(err, path) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _about(err: OSError, path: Path) -> OSError:
+    """`err` naming the file the caller asked for, not the temporary one."""
+    return OSError(err.errno, err.strerror, str(path))
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

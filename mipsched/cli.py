@@ -20,6 +20,7 @@ from mipsched import strict
 from mipsched.atomic import write_json_atomic, write_text_atomic
 from mipsched.errors import InputError
 from mipsched.evaluate import buffer_profile, evaluate
+from mipsched.formulations.dlsa_windows import WindowSettings
 from mipsched.hw import PRESETS, load_hardware
 from mipsched.hw.load import hardware_text
 from mipsched.report.compare import BOUND, compare, to_csv, to_markdown
@@ -147,12 +148,21 @@ def solve_cmd(
     time_limit: float | None = typer.Option(None, "--time-limit", min=0.0, help="Seconds."),
     workers: int | None = typer.Option(None, "--workers", min=1,
                                        help="CP-SAT threads [default: all cores]."),
+    window_tiles: int = typer.Option(WindowSettings.tiles, "--window-tiles", min=1,
+                                     help="DLSA model on a program too big for one model: "
+                                     "at most this many tiles per window."),
+    window_transfers: int = typer.Option(WindowSettings.transfers, "--window-transfers",
+                                         min=1, help="... and this many DRAM transfers."),
+    window_overlap: int = typer.Option(WindowSettings.overlap, "--window-overlap", min=0,
+                                       help="Tiles shared by consecutive windows."),
     out: Path | None = typer.Option(None, "--out", help="Output directory "
                                     "[default: out/NET-HW-bBATCH or out/INSTANCE]."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
 ) -> None:
     """Schedule NET on a hardware; write schedule.json, certificate.json and the tile
     program (program.json, the dlsa-instance format) into --out."""
+    windows = WindowSettings(tiles=window_tiles, transfers=window_transfers,
+                             overlap=window_overlap)
 
     def body() -> int:
         if net.endswith(".json"):
@@ -160,7 +170,7 @@ def solve_cmd(
                 raise InputError("--hw, --batch and --elem-bytes do not apply to a tile "
                                  "program: its hardware and tiles are fixed in the file")
             return _solve_program(Path(net), method or "cpsat", seed, time_limit, workers,
-                                  out, as_json)
+                                  windows, out, as_json)
         chosen = method or "auto"
         workload = resolve_network(net, batch, elem_bytes,
                                    unknown_as_eltwise=unknown_as_eltwise)
@@ -169,7 +179,8 @@ def solve_cmd(
         with progress.status(f"solving {workload.name} on {hardware.name} with {chosen}"
                             f"{limit} (Ctrl-C: sa and auto stop with their best so far)",
                             spinner="dots"):
-            outcome = solve(workload, hardware, chosen, seed, time_limit, objective, workers)
+            outcome = solve(workload, hardware, chosen, seed, time_limit, objective, workers,
+                            windows)
         out_dir = out or Path("out") / _safe(f"{workload.name}-{hardware.name}-b{batch}")
         out_dir.mkdir(parents=True, exist_ok=True)
         result = outcome_json(outcome, workload)
@@ -200,7 +211,8 @@ def solve_cmd(
 
 
 def _solve_program(file: Path, method: str, seed: int, time_limit: float | None,
-                   workers: int | None, out: Path | None, as_json: bool) -> int:
+                   workers: int | None, windows: WindowSettings, out: Path | None,
+                   as_json: bool) -> int:
     """`solve INSTANCE.json`: search the DLSA of a fixed tile program."""
     data = read_json(file)
     if is_schedule(data):
@@ -208,7 +220,7 @@ def _solve_program(file: Path, method: str, seed: int, time_limit: float | None,
                          "solve its network by name")
     program = TileProgram.from_json(data)
     with progress.status(f"solving the DLSA of {file.name} with {method}", spinner="dots"):
-        outcome = solve_program(program, method, seed, time_limit, workers)
+        outcome = solve_program(program, method, seed, time_limit, workers, windows)
     out_dir = out or Path("out") / _safe(file.stem)
     out_dir.mkdir(parents=True, exist_ok=True)
     program.solutions[method] = (outcome.dlsa, outcome.evaluation.latency_cycles,
@@ -447,18 +459,27 @@ def compare_cmd(
 def import_cmd(
     net: str = typer.Argument(..., help="ONNX model (.onnx), YAML workload (.yaml) or zoo "
                               "network name."),
-    output: Path = typer.Option(..., "-o", "--output", help="YAML workload to write."),
+    output: Path = typer.Option(..., "-o", "--output", help="File to write: a YAML workload "
+                                "(.yaml, .yml) or an ONNX model of the shapes (.onnx; weights "
+                                "as external-data stubs)."),
     unknown_as_eltwise: bool = typer.Option(False, "--unknown-as-eltwise",
                                             help=UNKNOWN_AS_ELTWISE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object only."),
 ) -> None:
-    """Convert a network to a YAML workload (docs/workload-yaml.md) to inspect or edit."""
+    """Convert a network to a YAML workload (docs/workload-yaml.md) to inspect or edit,
+    or to an ONNX model of its shapes."""
 
     def body() -> int:
-        if output.suffix.lower() not in (".yaml", ".yml"):
-            raise InputError(f"{output}: the workload file must end in .yaml or .yml")
+        suffix = output.suffix.lower()
+        if suffix not in (".yaml", ".yml", ".onnx"):
+            raise InputError(f"{output}: the output must end in .yaml, .yml or .onnx")
         workload = resolve_network(net, unknown_as_eltwise=unknown_as_eltwise)
-        write_text_atomic(output, dump_workload(workload))
+        if suffix == ".onnx":
+            from mipsched.workload.onnx_export import save_onnx  # onnx: only for a model
+
+            save_onnx(workload, output)
+        else:
+            write_text_atomic(output, dump_workload(workload))
         summary = {"name": workload.name, "layers": len(workload.layers),
                    "total_macs": workload.total_macs,
                    "weight_bytes": workload.total_weight_bytes, "output": str(output)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,7 +25,8 @@ from mipsched.formulations.bounds import (
     program_bound,
     strongest,
 )
-from mipsched.formulations.dlsa import improve_dlsa, whole_model_fits
+from mipsched.formulations.dlsa import whole_model_fits
+from mipsched.formulations.dlsa_windows import WindowSettings, improve_dlsa
 from mipsched.formulations.exact import (
     MAX_LAYERS,
     MAX_ORDERS,
@@ -42,6 +44,7 @@ from mipsched.heuristics.common import (
     MethodResult,
     Objective,
     SearchOptions,
+    stop_on_ctrl_c,
 )
 from mipsched.heuristics.dlsa_search import search_dlsa
 from mipsched.heuristics.partition import dp_partition, greedy_fusion
@@ -111,8 +114,10 @@ class SolveOutcome:
 
 def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int = 0,
           time_limit: float | None = None, objective: str = "edp",
-          workers: int | None = None) -> SolveOutcome:
-    """Runs `method` on the workload; never returns a schedule that overflows."""
+          workers: int | None = None, windows: WindowSettings | None = None
+          ) -> SolveOutcome:
+    """Runs `method` on the workload; never returns a schedule that overflows. Ctrl-C
+    ends the search with its best so far."""
     if method not in METHODS:
         raise InputError(f"unknown method '{method}' (available: {', '.join(METHODS)})")
     if objective not in OBJECTIVES:
@@ -126,9 +131,11 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
                             seed, time_limit, reason)
     method_limit = None if time_limit is None else max(
         0.0, time_limit * (1 - TIME_RESERVE) - (time.perf_counter() - started))
-    options = SearchOptions(seed, method_limit, OBJECTIVES[objective], workers)
+    options = SearchOptions(seed, method_limit, OBJECTIVES[objective], workers,
+                            windows=windows or WindowSettings())
     try:
-        result = METHODS[method].run(Lowerer(workload, hw), options)
+        with stop_on_ctrl_c(options.stop):
+            result = METHODS[method].run(Lowerer(workload, hw), options)
     except InfeasibleError as err:
         return SolveOutcome(method, "infeasible", None, bound,
                             time.perf_counter() - started, seed, time_limit, str(err))
@@ -368,12 +375,21 @@ class ProgramOutcome:
 
 
 def solve_program(program: TileProgram, method: str = "cpsat", seed: int = 0,
-                  time_limit: float | None = None, workers: int | None = None
-                  ) -> ProgramOutcome:
+                  time_limit: float | None = None, workers: int | None = None,
+                  windows: WindowSettings | None = None) -> ProgramOutcome:
     """Searches the DLSA of `program`, starting from its `reference` solution when it has
     one, else its only stored one, else the default DLSA (or that DLSA's greedy
     prefetching variant when faster); replays the result in the simulator. Without a
-    time limit, PROGRAM_SECONDS apply."""
+    time limit, PROGRAM_SECONDS apply. Ctrl-C ends the search with its best so far."""
+    stop = threading.Event()
+    with stop_on_ctrl_c(stop):
+        return _solve_program(program, method, seed, time_limit, workers,
+                              windows or WindowSettings(), stop)
+
+
+def _solve_program(program: TileProgram, method: str, seed: int, time_limit: float | None,
+                   workers: int | None, windows: WindowSettings, stop: threading.Event
+                   ) -> ProgramOutcome:
     if method not in PROGRAM_METHODS:
         raise InputError(f"method '{method}' does not apply to a tile program "
                          f"(available: {', '.join(PROGRAM_METHODS)})")
@@ -396,20 +412,20 @@ def solve_program(program: TileProgram, method: str = "cpsat", seed: int = 0,
             # too large for one model: anneal first (cheap, broad), then windows refine
             start = search_dlsa(program, start, None, Objective(),
                                 1000 * len(program.tensors), random.Random(seed),
-                                started + SA_FIRST_SHARE * budget).best.dlsa
+                                started + SA_FIRST_SHARE * budget, stop=stop).best.dlsa
             models.append({"model": "sa-dlsa", "scope": "whole", "status": "feasible",
                            "objective": evaluate(program, start).latency_cycles,
                            "bound": None, "wall_seconds": time.perf_counter() - started,
                            "workers": 1})
         result = improve_dlsa(program, start, max(deadline - time.perf_counter(), 0.0),
-                              workers, seed)
+                              workers, seed, windows, stop)
         dlsa = result.dlsa
         if result.lower_bound is not None:
             bound = max(bound, result.lower_bound)
         models += result.records()
     else:
         dlsa = search_dlsa(program, start, None, Objective(), 1000 * len(program.tensors),
-                           random.Random(seed), deadline).best.dlsa
+                           random.Random(seed), deadline, stop=stop).best.dlsa
     ev = evaluate(program, dlsa)
     rejection = replay_rejection(Candidate(None, program, dlsa, ev))
     if rejection is not None:  # never report what the simulator refuses: keep the origin

@@ -10,8 +10,8 @@ conversion is unambiguous, the plain number to write instead.
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
+import sys
 import types
 import typing
 from typing import Any, TypeVar
@@ -40,10 +40,11 @@ class ConfigError(InputError):
         self.keys = keys
 
 
-def spec(unit: str, *, gt: float | None = None, ge: float | None = None) -> dict[str, Any]:
-    """Field metadata: the unit of the value (``"bytes"``) and an exclusive (`gt`) or
-    inclusive (`ge`) lower bound."""
-    bounds = {"gt": gt, "min": ge}
+def spec(unit: str, *, gt: float | None = None, ge: float | None = None,
+         le: float | None = None) -> dict[str, Any]:
+    """Field metadata: the unit of the value (``"bytes"``), an exclusive (`gt`) or
+    inclusive (`ge`) lower bound and an inclusive upper bound (`le`)."""
+    bounds = {"gt": gt, "min": ge, "max": le}
     return {"unit": unit, **{k: v for k, v in bounds.items() if v is not None}}
 
 
@@ -113,7 +114,7 @@ def _coerce(tp: Any, value: Any, path: str, keys: tuple[str, ...], unit: str | N
         return value
     if tp is float:
         if (isinstance(value, bool) or not isinstance(value, int | float)
-                or not math.isfinite(value)):
+                or not abs(value) <= sys.float_info.max):  # inf, nan, ints too large
             raise ConfigError(_wrong_number(path, value, unit, "a finite number"), keys)
         return float(value)
     if tp is str:
@@ -150,6 +151,11 @@ def _check_bounds(f: dataclasses.Field, value: Any, path: str, keys: tuple[str, 
         return
     unit = f" {f.metadata['unit']}" if "unit" in f.metadata else ""
     if "min" in f.metadata and value < f.metadata["min"]:
-        raise ConfigError(f"{path}: must be >= {f.metadata['min']}{unit}, got {value}", keys)
+        raise ConfigError(f"{path}: must be >= {f.metadata['min']}{unit}, got {show(value)}",
+                          keys)
     if "gt" in f.metadata and value <= f.metadata["gt"]:
-        raise ConfigError(f"{path}: must be > {f.metadata['gt']}{unit}, got {value}", keys)
+        raise ConfigError(f"{path}: must be > {f.metadata['gt']}{unit}, got {show(value)}",
+                          keys)
+    if "max" in f.metadata and value > f.metadata["max"]:
+        raise ConfigError(f"{path}: must be <= {f.metadata['max']}{unit}, got {show(value)}",
+                          keys)

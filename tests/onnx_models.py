@@ -132,3 +132,48 @@ def custom_op(two_inputs: bool = False) -> onnx.ModelProto:
     inits = [weight("w1", [8, 8, 3, 3]), weight("w2", [8, 8, 3, 3])]
     return model(nodes, [tensor("x", ["N", 8, 16, 16])], [tensor("y", None)], inits,
                  domains=("com.example",))
+
+
+def conv_variants() -> onnx.ModelProto:
+    """x[N,8,20,20] -> grouped conv (group 4, dilation 2, pads 2) -> Identity -> Dropout ->
+    two stride-2 convs (3x3 with auto_pad SAME_UPPER; 1x1) -> their Mul and their Sub ->
+    Concat on channels -> AveragePool 3x3 / 2 with pads 1 and ceil_mode -> GlobalAveragePool
+    -> Squeeze (axes from a Constant node) -> MatMul with a weight -> Unsqueeze."""
+    nodes = [
+        helper.make_node("Conv", ["x", "wg"], ["g"], name="grouped", group=4,
+                         dilations=[2, 2], pads=[2, 2, 2, 2]),
+        helper.make_node("Identity", ["g"], ["gi"]),
+        helper.make_node("Dropout", ["gi"], ["gd"]),
+        helper.make_node("Conv", ["gd", "wa"], ["a"], name="down_a", strides=[2, 2],
+                         auto_pad="SAME_UPPER"),
+        helper.make_node("Conv", ["gd", "wb"], ["b"], name="down_b", strides=[2, 2]),
+        helper.make_node("Mul", ["a", "b"], ["m"], name="gate"),
+        helper.make_node("Sub", ["a", "b"], ["d"], name="diff"),
+        helper.make_node("Concat", ["m", "d"], ["cat"], name="cat", axis=1),
+        helper.make_node("AveragePool", ["cat"], ["p"], name="avg", kernel_shape=[3, 3],
+                         strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1),
+        helper.make_node("GlobalAveragePool", ["p"], ["gp"], name="gap"),
+        helper.make_node("Constant", [], ["axes"], value=ints("axes_value", [2, 3])),
+        helper.make_node("Squeeze", ["gp", "axes"], ["sq"]),
+        helper.make_node("MatMul", ["sq", "wfc"], ["fc"], name="fc"),
+        helper.make_node("Unsqueeze", ["fc", "axis2"], ["y"]),
+    ]
+    inits = [weight("wg", [16, 2, 3, 3]), weight("wa", [8, 16, 3, 3]),
+             weight("wb", [8, 16, 1, 1]), weight("wfc", [16, 5]), ints("axis2", [2])]
+    return model(nodes, [tensor("x", ["N", 8, 20, 20])], [tensor("y", None)], inits)
+
+
+def custom_chain() -> onnx.ModelProto:
+    """conv -> Swish (custom) -> conv -> Swish (custom) -> Exp -> conv on x[N,8,16,16]:
+    shape inference stops at each custom op, so the second one's input is known only
+    after the first one's output shape is filled in."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["a"], name="c1", pads=[1, 1, 1, 1]),
+        helper.make_node("Swish", ["a"], ["s"], name="sw1", domain="com.example"),
+        helper.make_node("Conv", ["s", "w"], ["b"], name="c2", pads=[1, 1, 1, 1]),
+        helper.make_node("Swish", ["b"], ["t"], name="sw2", domain="com.example"),
+        helper.make_node("Exp", ["t"], ["e"], name="exp"),
+        helper.make_node("Conv", ["e", "w"], ["y"], name="c3", pads=[1, 1, 1, 1]),
+    ]
+    return model(nodes, [tensor("x", ["N", 8, 16, 16])], [tensor("y", None)],
+                 [weight("w", [8, 8, 3, 3])], domains=("com.example",))

@@ -53,6 +53,19 @@ def test_failed_write_keeps_the_previous_file(tmp_path: Path,
     assert list(tmp_path.iterdir()) == [target]
 
 
+@pytest.mark.parametrize(("where", "why"), [("missing/net.yaml", "No such file or directory"),
+                                          ("a_directory.yaml", "Is a directory")])
+def test_unwritable_target_is_named_in_one_line(tmp_path: Path, where: str, why: str) -> None:
+    """A target in a missing folder, or one that is a directory: the message names the
+    target (not the temporary file) and nothing is left behind."""
+    (tmp_path / "a_directory.yaml").mkdir()
+    target = tmp_path / where
+    result = runner.invoke(app, ["import", "chain3", "-o", str(target)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [f"mipsched: error: {target}: {why}"]
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a_directory.yaml"]
+
+
 def test_written_files_have_ordinary_permissions(tmp_path: Path) -> None:
     write_text_atomic(tmp_path / "a.json", "{}")
     (tmp_path / "b.json").write_text("{}")

@@ -60,6 +60,7 @@ SEEDS: dict[str, Callable[[], list[bytes]]] = {
     "program": lambda: [json_seeds()["program.json"]],
     "schedule": lambda: [json_seeds()["schedule.json"]],
     "onnx": lambda: [m.SerializeToString() for m in (om.conv_chain("stripped"),
+                                                      om.conv_variants(),
                                                       om.attention_head(tokens=8, d=16),
                                                       om.custom_op(two_inputs=True))],
 }
@@ -249,7 +250,7 @@ def fuzz(kind: str, cases: int, derandomize: bool) -> dict[int, int]:
 @pytest.mark.parametrize("kind", list(SEEDS))
 def test_fuzz_loaders_fast(kind: str) -> None:
     exits = fuzz(kind, 100, derandomize=True)
-    assert exits[2] > 0  # the mutations do reach the error paths
+    assert exits[0] > 0 and exits[2] > 0  # mutated files load, and reach the error paths
     assert sum(exits.values()) >= 90
 
 
@@ -257,7 +258,8 @@ def test_fuzz_loaders_fast(kind: str) -> None:
 @pytest.mark.parametrize("kind", list(SEEDS))
 def test_fuzz_loaders_10k(kind: str) -> None:
     exits = fuzz(kind, 2000, derandomize=False)
-    assert exits[2] > 0
+    print(f"{kind}: {exits[0]} loaded, {exits[2]} one-line errors")
+    assert exits[0] > 0 and exits[2] > 0
     assert sum(exits.values()) >= 1900
 
 

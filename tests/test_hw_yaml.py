@@ -54,6 +54,11 @@ def variant(tmp_path: Path, old: str, new: str) -> Path:
     ("  pe_rows: 4", "  pe_rows: 0", "pe_rows: 0", "core_array.pe_rows: must be > 0 PEs, got 0"),
     ("energy_pj_per_byte: 84.0", "energy_pj_per_byte: -84.0", "-84.0",
      "dram.energy_pj_per_byte: must be >= 0 pJ per byte, got -84.0"),
+    # sizes beyond any accelerator (they would overflow the solvers' 64-bit arithmetic)
+    ("capacity_bytes: 8388608", f"capacity_bytes: {10**30}", str(10**30),
+     "gbuf.capacity_bytes: must be <= 1099511627776 bytes, got 1000000"),
+    ("frequency_hz: 1.0e+9", f"frequency_hz: {10**400}", str(10**400),
+     "frequency_hz: expected a finite number (unit: Hz), got 1000000"),
     # wrong types
     ("capacity_bytes: 8388608", "capacity_bytes: 8.0e+6", "8.0e+6",
      "gbuf.capacity_bytes: expected an integer (unit: bytes), got 8000000.0 (write 8000000)"),

@@ -17,8 +17,8 @@ from mipsched.errors import InputError
 from mipsched.workload import zoo
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Op, Shape
-from mipsched.workload.onnx_export import save_onnx
 from mipsched.workload.onnx_import import load_onnx
+from mipsched.workload.onnx_read import read_model
 from mipsched.workload.yaml_format import load_workload
 
 import onnx_models as om
@@ -58,6 +58,35 @@ def test_conv_chain(tmp_path: Path) -> None:
     assert double.total_weight_bytes == 2 * wl.total_weight_bytes
 
 
+def test_conv_variants_and_free_ops(tmp_path: Path) -> None:
+    """Grouped and dilated conv, auto_pad, strides, Mul / Sub / Concat of activations, an
+    average pool with ceil_mode, MatMul with a weight on a vector (fc); Identity, Dropout,
+    Constant, Squeeze and Unsqueeze make no layer."""
+    wl = imported(tmp_path, om.conv_variants())
+    assert [(n, lay.op) for n, lay in wl.layers.items()] == [
+        ("grouped", Op.CONV), ("down_a", Op.CONV), ("down_b", Op.CONV), ("gate", Op.MUL),
+        ("diff", Op.ADD), ("cat", Op.CONCAT), ("avg", Op.AVG_POOL), ("gap", Op.GLOBAL_POOL),
+        ("fc", Op.FC)]
+    grouped = wl.layers["grouped"]
+    assert (grouped.groups, grouped.dilation, grouped.padding) == (4, (2, 2), (2, 2))
+    assert wl.layers["down_a"].inputs == wl.layers["down_b"].inputs == ("grouped",)
+    # SAME_UPPER pads (0, 1) and ceil_mode are replaced by the symmetric padding of the
+    # same output size: 20 -> 10 with padding 1; 10 -> 6 with padding 2.
+    assert wl.layers["down_a"].padding == (1, 1)
+    assert wl.layers["avg"].padding == (2, 2)
+    assert wl.layers["cat"].inputs == ("gate", "diff")
+    assert [tuple(lay.out) for lay in wl.layers.values()] == [
+        (16, 20, 20), (8, 10, 10), (8, 10, 10), (8, 10, 10), (8, 10, 10), (16, 10, 10),
+        (16, 6, 6), (16, 1, 1), (5, 1, 1)]
+    assert wl.outputs == ("fc",)
+    grouped_macs = 16 * 20 * 20 * (8 // 4 * 3 * 3)
+    down_a = 8 * 10 * 10 * (16 * 3 * 3)
+    down_b = 8 * 10 * 10 * 16
+    fc = 5 * 16
+    assert wl.total_macs == grouped_macs + down_a + down_b + fc == 243_280
+    assert wl.total_weight_bytes == 16 * 2 * 9 + 8 * 16 * 9 + 8 * 16 + 16 * 5 == 1648
+
+
 @pytest.mark.parametrize("storage", ["external", "stripped"])
 def test_weights_are_never_read(tmp_path: Path, storage: str) -> None:
     """Initialisers pointing at a missing external file, or holding dims only, import to
@@ -68,6 +97,16 @@ def test_weights_are_never_read(tmp_path: Path, storage: str) -> None:
     stub = imported(tmp_path / "b", om.conv_chain(storage))
     assert not (tmp_path / "b" / "missing_weights.bin").exists()
     assert stub.digest() == real.digest()
+
+
+def test_large_values_stay_in_the_child(tmp_path: Path) -> None:
+    """read_model hands back dims for every initialiser but values only for small ones
+    (shapes, axes): weights never travel back from the child process."""
+    onnx.save(om.conv_chain("data"), tmp_path / "net.onnx")
+    inits = {t.name: t for t in read_model(tmp_path / "net.onnx", False).graph.initializer}
+    assert list(inits["w2"].dims) == [32, 16, 3, 3]
+    assert not inits["w2"].raw_data and not inits["w2"].float_data  # 4608 elements
+    assert len(inits["wfc"].raw_data) == 4 * 10 * 32  # 320 elements: kept
 
 
 def test_residual_block(tmp_path: Path) -> None:
@@ -127,6 +166,19 @@ def test_custom_domain_op(tmp_path: Path) -> None:
     assert two.layers["my_swish"].inputs == ("conv_in", "x")
 
 
+def test_unknown_ops_in_a_chain(tmp_path: Path) -> None:
+    """Two custom ops one after the other and a standard op mipsched does not map (Exp):
+    all listed without the option; with it, all fused, and the shapes flow through."""
+    with pytest.raises(InputError) as err:
+        imported(tmp_path, om.custom_chain())
+    assert ("com.example::Swish (node 'sw1'), com.example::Swish (node 'sw2'), Exp (node "
+            "'exp')") in str(err.value)
+    wl = load_onnx(tmp_path / "net.onnx", unknown_as_eltwise=True)
+    assert [(n, lay.inputs) for n, lay in wl.layers.items()] == [
+        ("c1", ("x",)), ("c2", ("c1",)), ("c3", ("c2",))]
+    assert wl.total_macs == 3 * (8 * 16 * 16 * (8 * 3 * 3))
+
+
 def test_custom_op_error_through_the_cli(tmp_path: Path) -> None:
     onnx.save(om.custom_op(), tmp_path / "m.onnx")
     out = tmp_path / "m.yaml"
@@ -143,10 +195,12 @@ def test_custom_op_error_through_the_cli(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", list(zoo.NETWORKS))
 def test_zoo_round_trip(tmp_path: Path, name: str) -> None:
-    """zoo -> ONNX (mipsched's export, weights as stubs) -> import: same MACs and weight
-    bytes; the same network exactly, except GPT-2's GELU, which ONNX import fuses."""
+    """zoo -> ONNX (`mipsched import NAME -o NAME.onnx`, weights as stubs) -> import: same
+    MACs and weight bytes; the same network exactly, except GPT-2's GELU, which ONNX import
+    fuses."""
     net = zoo.get(name)
-    save_onnx(net, tmp_path / f"{name}.onnx")
+    written = runner.invoke(app, ["import", name, "-o", str(tmp_path / f"{name}.onnx")])
+    assert written.exit_code == 0, written.output
     back = load_onnx(tmp_path / f"{name}.onnx")
     assert back.total_macs == net.total_macs
     assert back.total_weight_bytes == net.total_weight_bytes
@@ -159,8 +213,9 @@ def test_zoo_round_trip(tmp_path: Path, name: str) -> None:
 
 
 def test_import_then_solve_the_yaml(tmp_path: Path) -> None:
-    """`import` writes a YAML workload equal to the ONNX import; `solve model.onnx` writes a
-    schedule.json that `eval` replays to the same numbers without the model."""
+    """`import` writes a YAML workload equal to the ONNX import; `solve model.onnx --batch
+    2` (the file says batch 1: it is ignored) writes a schedule.json that `eval` replays to
+    the same numbers without the model."""
     onnx.save(om.residual_block(), tmp_path / "block.onnx")
     yaml_path = tmp_path / "block.yaml"
     result = runner.invoke(app, ["import", str(tmp_path / "block.onnx"), "-o",
@@ -169,8 +224,10 @@ def test_import_then_solve_the_yaml(tmp_path: Path) -> None:
     assert load_workload(yaml_path).digest() == load_onnx(tmp_path / "block.onnx").digest()
 
     solved = runner.invoke(app, ["solve", str(tmp_path / "block.onnx"), "--method",
-                                 "baseline", "--out", str(tmp_path / "out"), "--json"])
+                                 "baseline", "--batch", "2", "--out", str(tmp_path / "out"),
+                                 "--json"])
     assert solved.exit_code == 0, solved.output
+    assert json.loads(solved.stdout)["total_macs"] == 2 * 231_211_008
     (tmp_path / "block.onnx").unlink()
     replay = runner.invoke(app, ["eval", str(tmp_path / "out" / "schedule.json"), "--json"])
     assert replay.exit_code == 0, replay.output
@@ -199,10 +256,23 @@ def _single(op: str, inputs: list, out_dims: list | None, inits: list, **attrs):
     (lambda: _single("Reshape", [om.tensor("x", ["N", 6, 4])], None,
                      [om.ints("s", [-1, 4, 6])]), "mixes axes"),
     (lambda: _single("Relu", [om.tensor("x", ["N", 0, 4, 4])], None, []), "zero-sized"),
-    (lambda: om.model([helper.make_node("Relu", ["y"], ["a"], name="n1"),
-                       helper.make_node("Relu", ["a"], ["y"], name="n2")],
+    (lambda: om.model([helper.make_node("Relu", ["a"], ["y"], name="after"),
+                       helper.make_node("Relu", ["b"], ["a"], name="n1"),
+                       helper.make_node("Relu", ["a"], ["b"], name="n2")],
                       [om.tensor("x", ["N", 8])], [om.tensor("y", None)], []),
-     "part of a cycle"),
+     "nodes form a cycle: 'n1' (Relu) -> 'n2' (Relu) -> 'n1' (Relu)"),
+    (lambda: om.model([helper.make_node("Relu", ["x"], ["y"], name="n1"),
+                       helper.make_node("Relu", ["x"], ["y"], name="n2")],
+                      [om.tensor("x", ["N", 8])], [om.tensor("y", None)], []),
+     "node 'n2' (Relu): output 'y' is also produced by node 'n1' (Relu)"),
+    (lambda: _single("Conv", [om.tensor("x", ["N", 8, 16, 16])], None,
+                     [om.weight("w", [8, 8, 3, 3])], kernel_shape=[5, 5]),
+     "kernel_shape [5, 5] does not match weight [8, 8, 3, 3]"),
+    (lambda: om.model([helper.make_node("Mul", ["x", "s"], ["a"], name="n1"),
+                       helper.make_node("Conv", ["a", "w"], ["y"], name="n2")],
+                      [om.tensor("x", ["N", 1, 4, 4])], [om.tensor("y", None)],
+                      [om.weight("s", [1, 8, 1, 1]), om.weight("w", [8, 8, 1, 1])]),
+     "node 'n1' (Mul): output [1, 8, 4, 4] is not the shape [1, 1, 4, 4] of its input"),
     (lambda: _single("Relu", [om.tensor("x", ["N", 8, 4, 4])], None, []),
      "computed by no layer"),  # an activation of the input alone is fused away
     (lambda: om.model([helper.make_node("Relu", ["nowhere"], ["y"], name="n1")],

@@ -112,6 +112,7 @@ def test_outputs_default_to_sinks() -> None:
      "layer 'c': unknown key 'axis'"),
     ("outputs: [c]", "outputs: [c]\nbatch: 4", 9, "--batch"),
     ("outputs: [c]", "outputs: [c, zz]", 8, "outputs[1]: 'zz' is not a layer"),
+    ("outputs: [c]", "outputs: [c, c]", 8, "outputs[1]: 'c' is listed twice"),
     ("outputs: [c]", "outputs: [b]", 7, "layer 'c' has no consumer and is not in outputs"),
     ("x: [4, 8, 8]", "x: [4, 8, 8]\n  y: [1, 1, 1]", 4, "network input 'y' is never read"),
     ("name: t", "name: t\nname: u", 2, "duplicate key 'name' (first at line 1)"),

@@ -24,7 +24,7 @@ later than the model says; so the optimum equals the best DLSA's latency.
 
 from __future__ import annotations
 
-import time
+import threading
 from dataclasses import dataclass
 
 from mipsched.evaluate import evaluate, timeline
@@ -49,15 +49,11 @@ class DlsaSolution:
 
 
 class _Model:
-    """The CP-SAT model of one tile program (optionally without some groups). `ranges`
-    narrows each tensor's free end (Start of a load, End of a store) to [lo, hi];
-    `chain` lists tensors whose relative DRAM order is kept as given."""
+    """The CP-SAT model of one tile program (optionally without some groups)."""
 
-    def __init__(self, program: TileProgram, groups: frozenset[str] = GROUPS,
-                 ranges: list[tuple[int, int]] | None = None,
-                 chain: list[int] | None = None) -> None:
+    def __init__(self, program: TileProgram, groups: frozenset[str] = GROUPS) -> None:
         self.program = program
-        self.ranges = ranges or [(t.lo, t.hi) for t in program.tensors]
+        self.ranges = [(t.lo, t.hi) for t in program.tensors]
         self.model = m = CpModel()
         n = program.n_tiles
         tensors = program.tensors
@@ -74,8 +70,6 @@ class _Model:
             m.add_no_overlap([m.new_fixed_size_interval_var(self.a[i], t.access_cycles,
                                                              f"x{i}")
                               for i, t in enumerate(tensors)])
-        for earlier, later in zip(chain or [], (chain or [])[1:], strict=False):
-            m.add(self.a[later] >= self.a[earlier] + tensors[earlier].access_cycles)
         for i, t in enumerate(tensors):
             lo, hi = self.ranges[i]
             lits = {tt: m.new_bool_var(f"f{i}_{tt}") for tt in range(lo, hi)}
@@ -106,40 +100,13 @@ class _Model:
             for store, load in program.precedence:
                 m.add(self.a[load] >= self.a[store] + tensors[store].access_cycles)
         if "buffer" in groups:
-            self._buffer()
+            add_buffer_limits(m, program, self.ranges, self.free)
         self.makespan = m.new_int_var(0, horizon, "makespan")
         if n:
             m.add(self.makespan >= self.e[n - 1])
         for i, t in enumerate(tensors):
             m.add(self.makespan >= self.a[i] + t.access_cycles)
         m.minimize(self.makespan)
-
-    def _buffer(self) -> None:
-        program, m = self.program, self.model
-        n = program.n_tiles
-        fixed = [program.onchip_before_first_tile, *program.onchip_per_tile]  # index t + 1
-        terms: list[list] = [[] for _ in range(n + 1)]
-        for i, t in enumerate(program.tensors):
-            lits = self.free[i]
-            lo, hi = self.ranges[i]
-            if t.is_load:   # live at t for Start <= t < End: z[t] (or 1 once t >= hi)
-                for tt in range(lo, t.fixed):
-                    if tt in lits:
-                        terms[tt + 1].append(t.bytes * lits[tt])
-                    else:
-                        fixed[tt + 1] += t.bytes
-            else:           # live at t for producer <= t < End: not w[t] (0 once t >= hi)
-                for tt in range(t.producer, hi):
-                    if tt in lits:
-                        terms[tt + 1].append(t.bytes * (1 - lits[tt]))
-                    elif tt < lo:
-                        fixed[tt + 1] += t.bytes
-        cap = program.buffer_capacity_bytes
-        for k in range(n + 1):
-            if terms[k]:
-                m.add(sum(terms[k]) + fixed[k] <= cap)
-            elif fixed[k] > cap:
-                m.add_bool_or([])  # nothing can fit this tile: infeasible
 
     def hint(self, dlsa: Dlsa) -> None:
         """Hints every variable with `dlsa`'s ASAP timing."""
@@ -167,18 +134,55 @@ class _Model:
         return Dlsa(tuple(order), tuple(living))
 
 
+
+def add_buffer_limits(m: CpModel, program: TileProgram, ranges: list[tuple[int, int]],
+                      free: list[dict[int, object]], base: list[int] | None = None,
+                      ids: list[int] | None = None) -> None:
+    """Per tile t: base(t) + bytes of the tensors `ids` with Start <= t < End <= capacity,
+    where tensor i's free end lies in `ranges[i]` and `free[i]` maps t to its literal
+    (z = [Start <= t] for a load, w = [End <= t] for a store). `base` (index t + 1,
+    default: the on-chip bytes) holds every tensor not in `ids` (default: all). Only tiles
+    some literal touches get a constraint: the others hold what `ranges` fixes."""
+    n = program.n_tiles
+    fixed = list(base or program.onchip_profile)  # index t + 1
+    terms: list[list] = [[] for _ in range(n + 1)]
+    for i in range(len(program.tensors)) if ids is None else ids:
+        t = program.tensors[i]
+        lits = free[i]
+        lo, hi = ranges[i]
+        if t.is_load:   # live at t for Start <= t < End: z[t] (or 1 once t >= hi)
+            for tt in range(lo, t.fixed):
+                if tt in lits:
+                    terms[tt + 1].append(t.bytes * lits[tt])
+                else:
+                    fixed[tt + 1] += t.bytes
+        else:           # live at t for producer <= t < End: not w[t] (0 once t >= hi)
+            for tt in range(t.producer, hi):
+                if tt in lits:
+                    terms[tt + 1].append(t.bytes * (1 - lits[tt]))
+                elif tt < lo:
+                    fixed[tt + 1] += t.bytes
+    cap = program.buffer_capacity_bytes
+    for k in range(n + 1):
+        if terms[k]:
+            m.add(sum(terms[k]) + fixed[k] <= cap)
+        elif fixed[k] > cap:
+            m.add_bool_or([])  # nothing can fit this tile: infeasible
+
+
 def solve_dlsa(program: TileProgram, hint: Dlsa | None = None,
                time_limit: float | None = None, workers: int | None = None, seed: int = 0,
-               groups: frozenset[str] = GROUPS) -> DlsaSolution:
-    """The best DLSA of `program` the model finds within the limit; never worse than
-    `hint` (which must be valid). With every group enabled and status optimal, it is the
-    best DLSA there is."""
+               groups: frozenset[str] = GROUPS, stop: threading.Event | None = None
+               ) -> DlsaSolution:
+    """The best DLSA of `program` the model finds within the limit (or until `stop` is
+    set); never worse than `hint` (which must be valid). With every group enabled and
+    status optimal, it is the best DLSA there is."""
     model = _Model(program, groups)
     hint_latency = None
     if hint is not None:
         model.hint(hint)
         hint_latency = evaluate(program, hint).latency_cycles
-    status, solution = solve(model.model, time_limit, workers, seed)
+    status, solution = solve(model.model, time_limit, workers, seed, stop)
     dlsa = latency = None
     if status.has_solution:
         dlsa = model.decode(solution)
@@ -205,104 +209,3 @@ WHOLE_MODEL_LITERALS = 40_000
 def whole_model_fits(program: TileProgram) -> bool:
     """Whether the whole program is small enough for one DLSA model."""
     return sum(t.hi - t.lo for t in program.tensors) <= WHOLE_MODEL_LITERALS
-
-
-@dataclass(frozen=True)
-class WindowSettings:
-    """Sliding windows over the tile sequence: `tiles` per window, consecutive windows
-    sharing `overlap` tiles, at most `seconds` of CP-SAT each."""
-
-    tiles: int = 48
-    overlap: int = 16
-    seconds: float = 5.0
-
-
-@dataclass(frozen=True)
-class DlsaImprovement:
-    """Result of `improve_dlsa`: the best DLSA, its latency, how it was found."""
-
-    dlsa: Dlsa
-    latency_cycles: int
-    statuses: list[SolveStatus]
-    lower_bound: int | None
-    """Proven bound (whole-program model only)."""
-    windows: int
-    whole: bool
-
-    def records(self) -> list[dict]:
-        """One certificate entry per CP-SAT run (scope, status, objective, bound, time)."""
-        return [{"model": "dlsa", "scope": "whole" if self.whole else "window",
-                 "status": s.status, "objective": s.objective, "bound": s.bound,
-                 "wall_seconds": s.wall_seconds, "workers": s.workers}
-                for s in self.statuses]
-
-
-def improve_dlsa(program: TileProgram, incumbent: Dlsa, time_limit: float | None = None,
-                 workers: int | None = None, seed: int = 0,
-                 settings: WindowSettings | None = None) -> DlsaImprovement:
-    """The DLSA model over the whole program when it is small enough (exact, with a
-    proven bound), else over sliding windows of tiles: a window frees the tensors whose
-    living duration touches it (their free end within the window, their order anywhere)
-    and keeps every other tensor's living duration and relative order at the incumbent;
-    windows slide until a full pass improves nothing or time runs out. Never worse than
-    the incumbent."""
-    settings = settings or WindowSettings()
-    deadline = None if time_limit is None else time.perf_counter() + time_limit
-    best = incumbent
-    best_latency = evaluate(program, incumbent).latency_cycles
-    statuses: list[SolveStatus] = []
-    if whole_model_fits(program):
-        result = solve_dlsa(program, incumbent, time_limit, workers, seed)
-        statuses.append(result.status)
-        if result.latency_cycles is not None and result.latency_cycles < best_latency:
-            best, best_latency = result.dlsa, result.latency_cycles
-        return DlsaImprovement(best, best_latency, statuses, result.lower_bound, 1, True)
-    n = program.n_tiles
-    step = max(1, settings.tiles - settings.overlap)
-    windows = 0
-    improved = True
-    while improved:
-        improved = False
-        for w0 in range(0, n, step):
-            left = None if deadline is None else deadline - time.perf_counter()
-            if left is not None and left <= 0:
-                return DlsaImprovement(best, best_latency, statuses, None, windows, False)
-            w1 = min(n, w0 + settings.tiles)
-            ranges, chain = _window(program, best, w0, w1)
-            budget = settings.seconds if left is None else min(settings.seconds, left)
-            model = _Model(program, GROUPS, ranges, chain)
-            model.hint(best)
-            status, solution = solve(model.model, budget, workers, seed)
-            statuses.append(status)
-            windows += 1
-            if not status.has_solution:
-                continue
-            candidate = model.decode(solution)
-            try:
-                ev = evaluate(program, candidate)
-            except ScheduleError:
-                continue
-            if ev.fits and ev.latency_cycles < best_latency:
-                best, best_latency, improved = candidate, ev.latency_cycles, True
-            if w1 == n:
-                break
-    return DlsaImprovement(best, best_latency, statuses, None, windows, False)
-
-
-def _window(program: TileProgram, incumbent: Dlsa, w0: int, w1: int
-            ) -> tuple[list[tuple[int, int]], list[int]]:
-    """Free-end ranges (free tensors: their range cut to the window, widened to keep the
-    incumbent value; others: the incumbent value) and the chain of fixed tensors in
-    incumbent order."""
-    ranges = []
-    free = set()
-    for i, t in enumerate(program.tensors):
-        value = t.free_end(incumbent.living[i])
-        if w0 - 1 <= value <= w1 or w0 <= t.fixed <= w1:
-            lo, hi = max(t.lo, w0 - 1), min(t.hi, w1)
-            ranges.append((min(lo, value), max(hi, value)))
-            free.add(i)
-        else:
-            ranges.append((value, value))
-    chain = [i for i in incumbent.order if i not in free]
-    return ranges, chain

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -87,7 +88,8 @@ class _Search:
     """The incumbent and the counters of one exact search."""
 
     def __init__(self, lowerer: Lowerer, incumbent: Candidate | None,
-                 deadline: float | None, workers: int | None, seed: int, stop) -> None:
+                 deadline: float | None, workers: int | None, seed: int,
+                 stop: threading.Event | None) -> None:
         self.lowerer = lowerer
         self.best = incumbent
         self.best_latency = (math.inf if incumbent is None
@@ -116,7 +118,8 @@ class _Search:
             self.pruned += 1
             return
         self.solved += 1
-        dlsa, ev, lower = _best_dlsa(program, self.deadline, self.workers, self.seed)
+        dlsa, ev, lower = _best_dlsa(program, self.deadline, self.workers, self.seed,
+                                     self.stop)
         if ev.latency_cycles < self.best_latency:
             self.best = Candidate(lfa, program, dlsa, ev)
             self.best_latency = ev.latency_cycles
@@ -127,7 +130,7 @@ class _Search:
 def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
                  time_limit: float | None = None, workers: int | None = None, seed: int = 0,
                  tilings: tuple[int, ...] | None = None, max_orders: int = MAX_ORDERS,
-                 stop=None) -> ExactResult:
+                 stop: threading.Event | None = None) -> ExactResult:
     """Branch and bound over the LFAs of the space from `incumbent` (may be None); the
     returned schedule fits and is no slower than the incumbent. `tilings` defaults to
     every power of two (`power_tilings`): all the tiling numbers mipsched's methods use."""
@@ -141,7 +144,8 @@ def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
     models = []
     for order in orders[:max_orders]:
         model = _relaxed_model(lowerer, tuple(order), tilings)
-        models.append((_least_bound(model, deadline, workers, seed), len(models), model))
+        models.append((_least_bound(model, deadline, workers, seed, stop), len(models),
+                       model))
     left = [_search_order(model, least, search)
             for least, _, model in sorted(models, key=lambda item: item[:2])]
     lower_bound = min([search.best_latency, *left, *search.unresolved])
@@ -222,10 +226,10 @@ def _relaxed_model(lowerer: Lowerer, order: tuple[str, ...], tilings: tuple[int,
 
 
 def _least_bound(model: SegmentModel, deadline: float | None, workers: int | None,
-                 seed: int) -> float:
+                 seed: int, stop: threading.Event | None = None) -> float:
     """The least LFA bound of the model's order (cycles; the proven CP-SAT bound when the
     run does not finish; inf when the order has no LFA)."""
-    status, _ = solve(model.model, _run_seconds(deadline), workers, seed)
+    status, _ = solve(model.model, _run_seconds(deadline), workers, seed, stop)
     if status.status == "infeasible":
         return math.inf
     return status.bound if status.bound is not None else 0.0
@@ -266,11 +270,12 @@ def _examine_slice(model: SegmentModel, lo: int, hi: int, search: _Search) -> bo
 
     left = None if search.deadline is None else max(0.01,
                                                       search.deadline - time.perf_counter())
-    return enumerate_solutions(m, left, examine, search.seed)
+    return enumerate_solutions(m, left, examine, search.seed, search.stop)
 
 
 def _best_dlsa(program: TileProgram, deadline: float | None, workers: int | None,
-               seed: int) -> tuple[Dlsa, Evaluation, float | None]:
+               seed: int, stop: threading.Event | None
+               ) -> tuple[Dlsa, Evaluation, float | None]:
     """The exact DLSA model's best DLSA of a program that fits, hinted with the fastest
     constructed DLSA (tight, default, prefetching); its evaluation; and, when not proven
     optimal, a lower bound on the program's latency (cycles)."""
@@ -280,7 +285,7 @@ def _best_dlsa(program: TileProgram, deadline: float | None, workers: int | None
     if evaluate(program, default, check=False).fits:
         starts += [default, prefetch_dlsa(program, default)]
     hint = min(starts, key=lambda d: evaluate(program, d).latency_cycles)
-    sol = solve_dlsa(program, hint, _run_seconds(deadline), workers, seed)
+    sol = solve_dlsa(program, hint, _run_seconds(deadline), workers, seed, stop=stop)
     assert sol.dlsa is not None  # never worse than its hint
     lower = None if sol.status.status == "optimal" else max(program_bound(program),
                                                             sol.lower_bound or 0)

@@ -35,6 +35,7 @@ candidate segments.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Iterable
 from fractions import Fraction
@@ -725,7 +726,8 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
               window: tuple[int, int] | None = None, time_limit: float | None = None,
               workers: int | None = None, seed: int = 0, max_segment: int = 12,
               tilings: tuple[int, ...] = TILINGS, max_rounds: int = 200,
-              groups: frozenset[str] = GROUPS) -> LfaSolution:
+              groups: frozenset[str] = GROUPS, stop: threading.Event | None = None
+              ) -> LfaSolution:
     """The best LFA of `order` (default: the incumbent's order, else the workload's layer
     order) for `objective` ("ideal": max(compute, ceil(DRAM bytes / bandwidth)) cycles;
     "energy": tile energy + DRAM energy; "edp": ideal x E_ref / D_ref + energy, the
@@ -775,14 +777,15 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
     if incumbent is not None:
         model.hint(incumbent)
     deadline = None if time_limit is None else started + time_limit
-    status, found, runs, rounds = _rounds(model, deadline, max_rounds + 1, workers, seed)
+    status, found, runs, rounds = _rounds(model, deadline, max_rounds + 1, workers, seed,
+                                          stop)
     if found is None and status is not None and status.has_solution:
         status = dataclasses.replace(status, status="unknown")  # out of rounds or time
     if found is not None and objective == "ideal" and status is not None \
             and status.status == "optimal":
         model.tie_break(found)
         _, better, _, more_rounds = _rounds(model, deadline, max_rounds + 1 - runs, workers,
-                                            seed)
+                                            seed, stop)
         rounds += more_rounds
         if better is not None and better.rank < found.rank:
             found = better
@@ -813,7 +816,8 @@ class _Found:
 
 
 def _rounds(model: SegmentModel, deadline: float | None, runs: int, workers: int | None,
-            seed: int) -> tuple[SolveStatus | None, _Found | None, int, int]:
+            seed: int, stop: threading.Event | None = None
+            ) -> tuple[SolveStatus | None, _Found | None, int, int]:
     """Solves the model until a decoded LFA fits, adding no-good cuts for those that
     do not, in at most `runs` CP-SAT runs. Returns the last status, the LFA found, the
     runs made and the rounds of cuts added."""
@@ -825,7 +829,7 @@ def _rounds(model: SegmentModel, deadline: float | None, runs: int, workers: int
         if left is not None and left <= 0:
             break
         done += 1
-        status, solution = solve(model.model, left, workers, seed)
+        status, solution = solve(model.model, left, workers, seed, stop)
         if not status.has_solution:
             break
         lfa, keys = model.decode(solution)
@@ -836,6 +840,8 @@ def _rounds(model: SegmentModel, deadline: float | None, runs: int, workers: int
             dram, compute = solution.value(model.dram), solution.value(model.compute)
             ideal = _ideal(compute, dram, lowerer.hw.dram.bytes_per_cycle)
             return status, _Found(lfa, candidate, ideal, dram, compute, rank), done, rounds
+        if status.interrupted:
+            break
         rounds += 1
         for clause in _no_goods(model, lfa, keys, program):
             model.exclude(clause)

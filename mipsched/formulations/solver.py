@@ -33,6 +33,8 @@ class SolveStatus:
     bound: float | None
     wall_seconds: float
     workers: int
+    interrupted: bool = False
+    """Ctrl-C or the caller's stop event ended the search."""
 
     @property
     def has_solution(self) -> bool:
@@ -57,29 +59,54 @@ class Solution:
 
 
 def solve(model: cp_model.CpModel, time_limit: float | None, workers: int | None = None,
-          seed: int = 0) -> tuple[SolveStatus, Solution]:
-    """Solves `model` (which carries its objective and hints)."""
+          seed: int = 0, stop: threading.Event | None = None
+          ) -> tuple[SolveStatus, Solution]:
+    """Solves `model` (which carries its objective and hints). Ctrl-C (main thread) or
+    `stop` ends the search with its best so far; Ctrl-C also sets `stop`, so that the
+    caller's loop ends too."""
     solver = cp_model.CpSolver()
     threads = workers or default_workers()
     solver.parameters.num_workers = threads
     solver.parameters.random_seed = seed
-    solver.parameters.catch_sigint_signal = True  # Ctrl-C ends the search with its best
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
     started = time.perf_counter()
-    main = threading.current_thread() is threading.main_thread()
-    handler = signal.getsignal(signal.SIGINT) if main else None
-    try:
-        code = solver.solve(model)
-    finally:  # OR-Tools resets SIGINT to the default when it ends: put ours back
-        if main:
-            signal.signal(signal.SIGINT, handler)
+    stop = stop or threading.Event()
+    code = _run(solver, lambda: solver.solve(model), stop)
     elapsed = time.perf_counter() - started
     status = _STATUS.get(code, "unknown")
     has = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
     return (SolveStatus(status, solver.objective_value if has else None,
-                        solver.best_objective_bound if has else None, elapsed, threads),
+                        solver.best_objective_bound if has else None, elapsed, threads,
+                        stop.is_set()),
             Solution(solver))
+
+
+#: How often a waiting solve looks at its stop event (seconds).
+POLL_SECONDS = 0.05
+
+
+def _run(solver: cp_model.CpSolver, call: Callable[[], int], stop: threading.Event) -> int:
+    """`call()` (a solve of `solver`) in a worker thread, the caller's thread waiting: a
+    Ctrl-C while it runs sets `stop` (main thread only), and a set `stop` ends the search.
+    CP-SAT releases the GIL while it solves, so the wait costs nothing."""
+    solver.parameters.catch_sigint_signal = False  # Ctrl-C is ours (see above)
+    result: list[int] = []
+    worker = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if main else None
+    try:
+        worker.start()
+        while worker.is_alive():
+            if stop.is_set():
+                solver.stop_search()
+            worker.join(POLL_SECONDS)
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous)
+        solver.stop_search()
+        worker.join()
+    return result[0]
 
 
 class _Reader(Solution):
@@ -102,10 +129,11 @@ class _Enumerator(cp_model.CpSolverSolutionCallback):
 
 
 def enumerate_solutions(model: cp_model.CpModel, time_limit: float | None,
-                        on_solution: Callable[[Solution], bool], seed: int = 0) -> bool:
+                        on_solution: Callable[[Solution], bool], seed: int = 0,
+                        stop: threading.Event | None = None) -> bool:
     """Calls `on_solution` on every solution of `model` (which must have no objective)
     until it returns False; single-threaded, as CP-SAT enumerates. True when every
-    solution was seen (not stopped, not out of time)."""
+    solution was seen (not stopped, not interrupted, not out of time)."""
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
@@ -113,11 +141,7 @@ def enumerate_solutions(model: cp_model.CpModel, time_limit: float | None,
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
     callback = _Enumerator(on_solution)
-    main = threading.current_thread() is threading.main_thread()
-    handler = signal.getsignal(signal.SIGINT) if main else None
-    try:
-        code = solver.solve(model, callback)
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, handler)
-    return not callback.stopped and code in (cp_model.OPTIMAL, cp_model.INFEASIBLE)
+    stop = stop or threading.Event()
+    code = _run(solver, lambda: solver.solve(model, callback), stop)
+    return (not callback.stopped and not stop.is_set()
+            and code in (cp_model.OPTIMAL, cp_model.INFEASIBLE))

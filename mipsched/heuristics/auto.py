@@ -19,7 +19,7 @@ from typing import Any
 
 from mipsched.evaluate import evaluate
 from mipsched.formulations.bounds import Bound
-from mipsched.formulations.dlsa import improve_dlsa
+from mipsched.formulations.dlsa_windows import improve_dlsa
 from mipsched.formulations.exact import MAX_LAYERS, exact_search
 from mipsched.formulations.lfa import solve_lfa
 from mipsched.heuristics.baseline import unfused_baseline
@@ -48,7 +48,8 @@ def _lfa_step(lowerer: Lowerer, incumbent: Candidate, options: SearchOptions,
     if seconds <= 0 or options.stop.is_set():
         return None
     sol = solve_lfa(lowerer, incumbent=incumbent.lfa, objective="ideal",
-                    time_limit=seconds, workers=options.workers, seed=options.seed)
+                    time_limit=seconds, workers=options.workers, seed=options.seed,
+                    stop=options.stop)
     s = sol.status
     models.append({"model": "lfa", "scope": "window" if sol.window != (
         0, len(lowerer.workload.layers)) else "whole", "status": s.status if s else "unknown",
@@ -62,7 +63,8 @@ def _dlsa_step(cand: Candidate, options: SearchOptions, seconds: float,
     """`cand` with the DLSA model's best DLSA for its LFA (never worse)."""
     if seconds <= 0 or options.stop.is_set():
         return cand
-    result = improve_dlsa(cand.program, cand.dlsa, seconds, options.workers, options.seed)
+    result = improve_dlsa(cand.program, cand.dlsa, seconds, options.workers, options.seed,
+                          options.windows, options.stop)
     models.extend(result.records())
     if result.latency_cycles < cand.evaluation.latency_cycles:
         return Candidate(cand.lfa, cand.program, result.dlsa,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation, evaluate
 from mipsched.formulations.bounds import Bound
+from mipsched.formulations.dlsa_windows import WindowSettings
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
@@ -77,6 +78,8 @@ class SearchOptions:
     """CP-SAT threads (None: all cores)."""
     stop: threading.Event = field(default_factory=threading.Event, compare=False)
     """Set by Ctrl-C (see `stop_on_ctrl_c`): searches end with their best so far."""
+    windows: WindowSettings = field(default_factory=WindowSettings)
+    """Sizes of the DLSA model's windows on programs too big for one model."""
 
     def deadline(self) -> float | None:
         """perf_counter() value at which the search must stop."""

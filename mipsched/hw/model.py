@@ -16,10 +16,14 @@ from dataclasses import dataclass, field
 from mipsched import strict
 from mipsched.strict import spec
 
+#: The largest integer a hardware description may hold: larger ones describe no real
+#: accelerator and overflow the 64-bit arithmetic of the CP-SAT models.
+MAX_INT = 2**40
+
 
 @dataclass(frozen=True)
 class Dram:
-    bytes_per_cycle: int = field(metadata=spec("bytes per cycle", gt=0))
+    bytes_per_cycle: int = field(metadata=spec("bytes per cycle", gt=0, le=MAX_INT))
     """DRAM bandwidth, bytes per cycle (one channel, loads and stores share it)."""
     energy_pj_per_byte: float = field(metadata=spec("pJ per byte", ge=0))
     """Energy of moving one byte between DRAM and GBUF, pJ."""
@@ -27,9 +31,9 @@ class Dram:
 
 @dataclass(frozen=True)
 class GlobalBuffer:
-    capacity_bytes: int = field(metadata=spec("bytes", gt=0))
+    capacity_bytes: int = field(metadata=spec("bytes", gt=0, le=MAX_INT))
     """Shared on-chip buffer capacity, bytes."""
-    read_bytes_per_cycle: int = field(metadata=spec("bytes per cycle", gt=0))
+    read_bytes_per_cycle: int = field(metadata=spec("bytes per cycle", gt=0, le=MAX_INT))
     """GBUF read bandwidth towards the core array, bytes per cycle."""
     read_pj_per_byte: float = field(metadata=spec("pJ per byte", ge=0))
     write_pj_per_byte: float = field(metadata=spec("pJ per byte", ge=0))
@@ -37,7 +41,7 @@ class GlobalBuffer:
 
 @dataclass(frozen=True)
 class LocalBuffer:
-    capacity_bytes: int = field(metadata=spec("bytes", gt=0))
+    capacity_bytes: int = field(metadata=spec("bytes", gt=0, le=MAX_INT))
     """Capacity of this L0/L1 buffer in each PE, bytes."""
     read_pj_per_byte: float = field(metadata=spec("pJ per byte", ge=0))
     write_pj_per_byte: float = field(metadata=spec("pJ per byte", ge=0))
@@ -45,11 +49,11 @@ class LocalBuffer:
 
 @dataclass(frozen=True)
 class CoreArray:
-    pe_rows: int = field(metadata=spec("PEs", gt=0))
-    pe_cols: int = field(metadata=spec("PEs", gt=0))
-    vector: int = field(metadata=spec("MACs", gt=0))
+    pe_rows: int = field(metadata=spec("PEs", gt=0, le=MAX_INT))
+    pe_cols: int = field(metadata=spec("PEs", gt=0, le=MAX_INT))
+    vector: int = field(metadata=spec("MACs", gt=0, le=MAX_INT))
     """MACs along the reduction (input-channel) axis inside one PE."""
-    lanes: int = field(metadata=spec("output channels", gt=0))
+    lanes: int = field(metadata=spec("output channels", gt=0, le=MAX_INT))
     """Parallel output channels inside one PE."""
     mac_pj: float = field(metadata=spec("pJ per MAC", ge=0))
     """Energy of one 8-bit MAC, pJ."""
@@ -69,7 +73,7 @@ class CoreArray:
 
 @dataclass(frozen=True)
 class VectorUnit:
-    ops_per_cycle: int = field(metadata=spec("ops per cycle", gt=0))
+    ops_per_cycle: int = field(metadata=spec("ops per cycle", gt=0, le=MAX_INT))
     pj_per_op: float = field(metadata=spec("pJ per op", ge=0))
 
 

@@ -1,8 +1,8 @@
 """ONNX model -> Workload (docs/onnx.md says what maps to what, and why).
 
-The model is loaded without its external data (weights are never read: shapes come from
-initialiser dims and shape inference), the symbolic batch dimension of the inputs is set
-to 1 for shape inference, and every node becomes a layer, an alias or nothing:
+onnx_read parses, checks and shape-infers the model (weights are never read: shapes come
+from initialiser dims and shape inference) with the batch set to 1; here every node
+becomes a layer, an alias or nothing:
 
 * layers: Conv (grouped / depthwise), Gemm and MatMul with a constant weight (fc when it
   contracts a whole sample, matmul when it contracts the feature axis of a token
@@ -22,20 +22,26 @@ batch; its size in the file is ignored and the workload's batch is `batch` (`--b
 
 from __future__ import annotations
 
-import heapq
 from pathlib import Path
 
 import onnx
-from google.protobuf.message import DecodeError
 
 from mipsched.errors import InputError
 from mipsched.workload import ops
-from mipsched.workload.graph import Workload, WorkloadError
+from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Layer, Op, Shape
 from mipsched.workload.onnx_layout import BATCH, CHANNEL, LEAD, SPATIAL, View, axis_of
+from mipsched.workload.onnx_read import (
+    DOCS,
+    STANDARD,
+    OnnxError,
+    node_name,
+    op_type,
+    read_model,
+    topological,
+    value_types,
+)
 
-DOCS = "docs/onnx.md"
-_STANDARD = ("", "ai.onnx")
 _LAYOUT = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
 _FUSED = frozenset({
     "Identity", "Dropout", "Cast", "QuantizeLinear", "DequantizeLinear",
@@ -54,10 +60,6 @@ _KNOWN = _MAPPED | _SHAPE_ONLY
 _NCHW = (BATCH, CHANNEL, frozenset("h"), frozenset("w"))
 
 
-class OnnxError(WorkloadError):
-    """An ONNX model that mipsched cannot import (names the node or tensor)."""
-
-
 def load_onnx(path: Path, batch: int = 1, elem_bytes: int = 1,
               unknown_as_eltwise: bool = False) -> Workload:
     """The workload of ONNX file `path` for `batch` samples of `elem_bytes`-byte elements.
@@ -66,121 +68,14 @@ def load_onnx(path: Path, batch: int = 1, elem_bytes: int = 1,
     the shape of its activation inputs is taken as element-wise (see docs/onnx.md)."""
     path = Path(path)
     try:
-        model = _read(path)
-        _batch_one(model)
-        model = _infer(model, unknown_as_eltwise)
+        model = read_model(path, unknown_as_eltwise)
         return _Importer(model, unknown_as_eltwise).workload(path.stem, batch, elem_bytes)
-    except WorkloadError as err:
+    except InputError as err:
         raise OnnxError(f"{path}: {err}") from None
 
 
-# --- reading and shape inference ----------------------------------------------------------
-def _read(path: Path) -> onnx.ModelProto:
-    if not path.is_file():
-        raise OnnxError("no such file")
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except (DecodeError, RecursionError, ValueError) as err:
-        raise OnnxError(f"not an ONNX model ({' '.join(str(err).split())})") from None
-    if not model.HasField("graph") or not model.graph.node:
-        raise OnnxError("not an ONNX model (no graph nodes)")
-    g = model.graph
-    names = [*(v.name for v in (*g.input, *g.output, *g.value_info, *g.initializer)),
-             *(x for n in g.node for x in (n.name, n.op_type, n.domain, *n.input, *n.output))]
-    if any(not isinstance(name, str) for name in names):  # protobuf hands back bytes
-        raise OnnxError("a node or tensor name is not valid UTF-8")
-    return model
-
-
-def _batch_one(model: onnx.ModelProto) -> None:
-    """Sets a symbolic (or missing) first dimension of every network input to 1: the
-    importer works per sample, and shape inference then sees concrete shapes."""
-    for value in model.graph.input:
-        shape = value.type.tensor_type.shape
-        if value.type.HasField("tensor_type") and shape.dim:
-            first = shape.dim[0]
-            if not first.HasField("dim_value"):
-                first.dim_value = 1
-
-
-def _infer(model: onnx.ModelProto, unknown_as_eltwise: bool) -> onnx.ModelProto:
-    """The model with inferred shapes; with `unknown_as_eltwise`, the unknown outputs of
-    unknown operators take the shape of their first input, one at a time in graph order,
-    so that inference can continue past them."""
-    model = _run_inference(model)
-    if not unknown_as_eltwise:
-        return model
-    for _, node in _topological(model.graph):
-        if _known(node) or len(node.output) != 1:
-            continue
-        shapes = _value_types(model)
-        if node.output[0] in shapes or not node.input or node.input[0] not in shapes:
-            continue
-        info = model.graph.value_info.add()
-        info.CopyFrom(shapes[node.input[0]])
-        info.name = node.output[0]
-        model = _run_inference(model)
-    return model
-
-
-def _run_inference(model: onnx.ModelProto) -> onnx.ModelProto:
-    try:
-        return onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception as err:  # onnx's C++ checker raises several types on malformed models
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise OnnxError(f"ONNX shape inference failed: {first}") from None
-
-
-def _value_types(model: onnx.ModelProto) -> dict[str, onnx.ValueInfoProto]:
-    g = model.graph
-    return {v.name: v for v in (*g.input, *g.value_info, *g.output)
-            if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
-
-
 def _known(node: onnx.NodeProto) -> bool:
-    return node.domain in _STANDARD and node.op_type in _KNOWN
-
-
-def _topological(graph: onnx.GraphProto) -> list[tuple[int, onnx.NodeProto]]:
-    """(index, node) in an order where every tensor is produced before it is read: the
-    file's order where it allows (ONNX asks for a sorted graph, not every exporter writes
-    one); errors on unproduced tensors and cycles."""
-    available = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-    available |= {t.values.name for t in graph.sparse_initializer} | {""}
-    producer = {out: k for k, node in enumerate(graph.node) for out in node.output}
-    waiting: dict[str, list[int]] = {}
-    missing = [0] * len(graph.node)
-    for k, node in enumerate(graph.node):
-        for name in set(node.input) - available:
-            if name not in producer:
-                raise OnnxError(f"node {_node_name(node, k)}: input '{name}' is not a graph "
-                                "input, an initializer or any node's output (dangling input)")
-            waiting.setdefault(name, []).append(k)
-            missing[k] += 1
-    ready = [k for k in range(len(graph.node)) if missing[k] == 0]
-    order: list[int] = []
-    while ready:
-        k = heapq.heappop(ready)
-        order.append(k)
-        for out in graph.node[k].output:
-            for j in waiting.pop(out, ()):
-                missing[j] -= 1
-                if missing[j] == 0:
-                    heapq.heappush(ready, j)
-    if len(order) < len(graph.node):
-        k = next(k for k in range(len(graph.node)) if missing[k])
-        raise OnnxError(f"node {_node_name(graph.node[k], k)}: part of a cycle (the graph "
-                        "is not acyclic)")
-    return [(k, graph.node[k]) for k in order]
-
-
-def _node_name(node: onnx.NodeProto, index: int) -> str:
-    """``'name' (Op)`` of a node; unnamed nodes go by their index in the graph."""
-    return f"'{node.name or f'#{index}'}' ({_op_type(node)})"
-
-
-def _op_type(node: onnx.NodeProto) -> str:
-    return node.op_type if node.domain in _STANDARD else f"{node.domain}::{node.op_type}"
+    return node.domain in STANDARD and node.op_type in _KNOWN
 
 
 def _dims(value: onnx.ValueInfoProto) -> tuple[int | str | None, ...]:
@@ -197,8 +92,8 @@ class _Importer:
     def __init__(self, model: onnx.ModelProto, unknown_as_eltwise: bool) -> None:
         self.graph = model.graph
         self.unknown_as_eltwise = unknown_as_eltwise
-        self.opset = next((o.version for o in model.opset_import if o.domain in _STANDARD), 1)
-        self.shapes = {name: _dims(v) for name, v in _value_types(model).items()}
+        self.opset = next((o.version for o in model.opset_import if o.domain in STANDARD), 1)
+        self.shapes = {name: _dims(v) for name, v in value_types(model).items()}
         for t in self.graph.initializer:
             self.shapes[t.name] = tuple(t.dims)
         self.consts = {t.name for t in self.graph.initializer}
@@ -214,10 +109,10 @@ class _Importer:
 
     # --- driver ---------------------------------------------------------------------------
     def workload(self, name: str, batch: int, elem_bytes: int) -> Workload:
-        active = [(k, n) for k, n in _topological(self.graph) if not self._constant(n)]
+        active = [(k, n) for k, n in topological(self.graph) if not self._constant(n)]
         unknown = [(k, n) for k, n in active if not _known(n)]
         if unknown and not self.unknown_as_eltwise:
-            listed = ", ".join(f"{_op_type(n)} (node '{n.name or f'#{k}'}')"
+            listed = ", ".join(f"{op_type(n)} (node '{n.name or f'#{k}'}')"
                                for k, n in unknown[:5])
             more = f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""
             raise OnnxError(f"unsupported ONNX operator(s): {listed}{more}; see {DOCS} for "
@@ -225,7 +120,7 @@ class _Importer:
                             "element-wise operators)")
         for k, node in active:
             self.node = node
-            self.where = f"node {_node_name(node, k)}"
+            self.where = f"node {node_name(node, k)}"
             self._map(node)
         outputs = list(dict.fromkeys(self.views[o.name].tensor for o in self.graph.output
                                      if o.name in self.views))
@@ -257,9 +152,9 @@ class _Importer:
         return {n: lay for n, lay in self.layers.items() if n in live}
 
     def _map(self, node: onnx.NodeProto) -> None:
-        op = node.op_type if node.domain in _STANDARD else None
+        op = node.op_type if node.domain in STANDARD else None
         if op in _FUSED:
-            self.views[self._out()] = self._view(self._activations()[0])
+            self._alias(self._view(self._activations()[0]))
         elif op in _LAYOUT:
             self._reshape()
         elif op == "Transpose":
@@ -362,6 +257,18 @@ class _Importer:
             raise self.fail(f"attribute '{attr}': expected {need}{bound}")
         return values
 
+    def _alias(self, view: View) -> None:
+        """Makes the node's output another name of the tensor of `view` (no layer, no data
+        moved), once ONNX agrees on its shape: broadcasting to a larger tensor is no alias."""
+        out = self._out()
+        known = self.shapes.get(out)
+        if (known is not None and all(isinstance(d, int) for d in known)
+                and tuple(known) != view.dims):
+            raise self.fail(f"output {list(known)} is not the shape {list(view.dims)} of its "
+                            f"input (broadcasting to a larger tensor is not supported); see "
+                            f"{DOCS}")
+        self.views[out] = view
+
     def _add_layer(self, layer: Layer, out_view: View) -> None:
         """Adds a layer after checking that mipsched's output shape is ONNX's."""
         name = self._unique(layer.name)
@@ -445,6 +352,8 @@ class _Importer:
         c_in = src.ir_shape().c
         groups = self.ints("group", [1], 1, 1)[0]
         kernel = self.ints("kernel_shape", list(weight[2:]), 2, 1)
+        if kernel != list(weight[2:]):
+            raise self.fail(f"kernel_shape {kernel} does not match weight {list(weight)}")
         stride = self.ints("strides", [1, 1], 2, 1)
         dilation = self.ints("dilations", [1, 1], 2, 1)
         if weight[1] * groups != c_in or weight[0] % groups:
@@ -552,7 +461,7 @@ class _Importer:
                             " differ (broadcasting between activations is not supported); "
                             f"see {DOCS}")
         if len(tensors) == 1:  # with constants, or x (op) f(x): fused into the producer
-            self.views[self._out()] = views[0]
+            self._alias(views[0])
             return
         layer = Layer(self._layer_name(), op, tuple(tensors), Shape(0, 0, 0))
         self._add_layer(layer, views[0])
@@ -590,7 +499,7 @@ class _Importer:
             raise self.fail(f"concatenation along axis {axis} of {list(views[0].dims)} is "
                             f"neither the channel nor the height / token axis; see {DOCS}")
         if len(views) == 1:
-            self.views[self._out()] = views[0]
+            self._alias(views[0])
             return
         out = self.dims(self._out())
         view = View("", (*views[0].axes[:axis], axis_of(kind, out[axis]),

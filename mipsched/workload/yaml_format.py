@@ -316,6 +316,8 @@ class _Reader:
         for j, name in enumerate(names):
             if not isinstance(name, str) or name not in layers:
                 raise self.fail(("outputs", j), f"outputs[{j}]: {show(name)} is not a layer")
+            if name in names[:j]:
+                raise self.fail(("outputs", j), f"outputs[{j}]: '{name}' is listed twice")
         for name in layers:
             if name not in consumed and name not in names:
                 raise self.fail(("layers", index[name]),

@@ -1,0 +1,399 @@
+"""The DLSA model over a window of a large program (DESIGN §4 "Windows", issue 5).
+
+A window is a run of tiles [w0, w1) and the run of DRAM transfers [k0, k1) of the
+incumbent order that happen around them. The incumbent's ASAP timing is a longest-path
+schedule over a DAG (tile chain, DRAM order, release and need edges); the window splits
+that DAG in three:
+- the *prefix* (tiles < w0, transfers < k0) is closed under predecessors, so its times
+  do not depend on the window: they are constants;
+- the *suffix* (tiles >= w1, transfers >= k1) is closed under successors and keeps its
+  order and living durations, so its finish is max over edges (window node u -> suffix
+  node v) of end(u) + tail(v), where tail(v) is the longest path from v's start to the
+  end of the program (cycles);
+- the window's transfers are re-ordered freely among themselves (after the prefix's, before
+  the suffix's) and choose their free ends (a load's Start, a store's End), with the
+  constraints of the whole model (`dlsa.py`) restricted to window nodes.
+Exactness: the model's makespan is the latency of the DLSA it decodes to, so its optimum is
+the best DLSA that agrees with the incumbent outside the window. Buffer limits apply on
+every tile a window tensor may occupy, prefix and suffix tiles included.
+
+Cut points: k0 must exceed every transfer a prefix tile needs and precede every transfer
+a tile >= w0 releases (deadlock freedom of the incumbent makes that range non-empty); the
+window takes k0 as the number of transfers that start before tile w0 does, clamped into
+that range; likewise k1 for w1.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+from mipsched.evaluate import Timeline, buffer_profile, evaluate, timeline
+from mipsched.formulations.dlsa import add_buffer_limits, solve_dlsa, whole_model_fits
+from mipsched.formulations.solver import CpModel, SolveStatus, solve
+from mipsched.schedule.notation import Dlsa, ScheduleError
+from mipsched.schedule.tile_program import TileProgram
+
+
+@dataclass(frozen=True)
+class WindowSettings:
+    """Sliding windows over the tile sequence: at most `tiles` tiles and `transfers` DRAM
+    transfers per window, consecutive windows sharing up to `overlap` tiles, at most
+    `seconds` of CP-SAT each. A window's loads may start up to `reach` tiles before it
+    and its stores end up to `reach` tiles after it."""
+
+    tiles: int = 64
+    transfers: int = 32
+    """A window shrinks (down to one tile) until it holds at most this many transfers."""
+    overlap: int = 16
+    seconds: float = 5.0
+    reach: int = 32
+
+
+@dataclass(frozen=True)
+class Tails:
+    """Per node of the incumbent DAG, the longest path from its start to the end of the
+    program (cycles), and which tile releases / needs each transfer."""
+
+    tile: list[int]
+    transfer: list[int]
+    release: list[int]
+    """Tile whose end releases transfer i (-1: time 0)."""
+    need: list[int]
+    """Tile that waits for transfer i (n: none)."""
+
+
+def tails(program: TileProgram, dlsa: Dlsa) -> Tails:
+    """Longest paths to the end, walking the evaluator's topological order backwards."""
+    n = program.n_tiles
+    release, need = [], []
+    for t, (start, end) in zip(program.tensors, dlsa.living, strict=True):
+        if t.is_load:
+            release.append(start - 1 if start > 0 else -1)
+            need.append(t.first_use)
+        else:
+            release.append(t.producer)
+            need.append(end)
+    sequence: list[tuple[bool, int]] = []  # (is_tile, index) in topological order
+    next_tile = 0
+    for i in dlsa.order:
+        while next_tile <= release[i]:
+            sequence.append((True, next_tile))
+            next_tile += 1
+        sequence.append((False, i))
+    sequence += [(True, p) for p in range(next_tile, n)]
+    released_by: list[list[int]] = [[] for _ in range(n)]
+    for i in dlsa.order:
+        if release[i] >= 0:
+            released_by[release[i]].append(i)
+    after = {i: j for i, j in zip(dlsa.order, dlsa.order[1:], strict=False)}
+    cycles, access = program.tile_cycles, program.access_cycles
+    tile_tail, transfer_tail = [0] * n, [0] * len(program.tensors)
+    for is_tile, k in reversed(sequence):
+        if is_tile:
+            nxt = [tile_tail[k + 1]] if k + 1 < n else []
+            tile_tail[k] = cycles[k] + max(nxt + [transfer_tail[j] for j in released_by[k]],
+                                           default=0)
+        else:
+            nxt = [transfer_tail[after[k]]] if k in after else []
+            if need[k] < n:
+                nxt.append(tile_tail[need[k]])
+            transfer_tail[k] = access[k] + max(nxt, default=0)
+    return Tails(tile_tail, transfer_tail, release, need)
+
+
+@dataclass(frozen=True)
+class Window:
+    """Tiles [w0, w1) and positions [k0, k1) of the incumbent DRAM order."""
+
+    w0: int
+    w1: int
+    k0: int
+    k1: int
+
+
+def cut(program: TileProgram, dlsa: Dlsa, times: Timeline, tail: Tails, w0: int,
+        w1: int) -> Window:
+    """The transfer positions that go with tiles [w0, w1) (see the module docstring)."""
+    return Window(w0, w1, _split(dlsa, times, tail, w0), _split(dlsa, times, tail, w1))
+
+
+def _split(dlsa: Dlsa, times: Timeline, tail: Tails, w: int) -> int:
+    """A position k such that transfers before k are released by tiles < w and include
+    every transfer that tiles < w need."""
+    order = dlsa.order
+    needed = max((k + 1 for k, i in enumerate(order) if tail.need[i] < w), default=0)
+    released = min((k for k, i in enumerate(order) if tail.release[i] >= w),
+                   default=len(order))
+    t = times.tile_start[w] if w < len(times.tile_start) else times.makespan
+    before = sum(1 for i in order if times.transfer_start[i] < t)
+    return min(max(before, needed), released)
+
+
+class WindowModel:
+    """CP-SAT model of one window (variables only for window tiles and transfers)."""
+
+    def __init__(self, program: TileProgram, incumbent: Dlsa, window: Window,
+                 reach: int) -> None:
+        self.program, self.incumbent, self.window = program, incumbent, window
+        times = timeline(program, incumbent)
+        tail = tails(program, incumbent)
+        n = program.n_tiles
+        w0, w1, k0, k1 = window.w0, window.w1, window.k0, window.k1
+        order = incumbent.order
+        self.free_ids = free_ids = list(order[k0:k1])
+        tensors = program.tensors
+        horizon = times.makespan
+        self.model = m = CpModel()
+        cycles = program.tile_cycles
+        self.s = {p: m.new_int_var(0, horizon, f"s{p}") for p in range(w0, w1)}
+
+        def end(p: int):
+            """End of tile p: a variable inside the window, a constant before it."""
+            return self.s[p] + cycles[p] if p >= w0 else times.tile_end[p] if p >= 0 else 0
+
+        self.makespan = m.new_int_var(0, horizon, "makespan")
+        for p in range(w0, w1):  # chain, and the prefix's transfers each tile needs
+            m.add(self.s[p] >= end(p - 1))
+        for i in order[:k0]:
+            if w0 <= tail.need[i] < w1:
+                m.add(self.s[tail.need[i]] >= times.transfer_end[i])
+        dram_free = times.transfer_end[order[k0 - 1]] if k0 else 0
+        self.a = {i: m.new_int_var(dram_free, horizon, f"a{i}") for i in free_ids}
+        m.add_no_overlap([m.new_fixed_size_interval_var(self.a[i], tensors[i].access_cycles,
+                                                        f"x{i}") for i in free_ids])
+        first_suffix = tail.transfer[order[k1]] if k1 < len(order) else 0
+        ranges = [(t.free_end(v), t.free_end(v)) for t, v in zip(tensors, incumbent.living,
+                                                                   strict=True)]
+        self.free: list[dict[int, object]] = [{} for _ in tensors]
+        for i in free_ids:
+            t = tensors[i]
+            value = ranges[i][0]
+            if t.is_load:
+                lo, hi = max(t.lo, w0 - reach), min(t.hi, w1)
+            else:
+                lo, hi = max(t.lo, w0), min(t.hi, w1 + reach)
+            lo, hi = min(lo, value), max(hi, value)
+            ranges[i] = (lo, hi)
+            lits = {tt: m.new_bool_var(f"f{i}_{tt}") for tt in range(lo, hi)}
+            for tt in range(lo, hi - 1):
+                m.add_implication(lits[tt], lits[tt + 1])
+            self.free[i] = lits
+            done = self.a[i] + t.access_cycles
+            m.add(self.makespan >= done + first_suffix)
+            if t.is_load:  # released by tile Start - 1; needed by its first use
+                for v in range(max(lo, 1), hi + 1):
+                    if v - 1 in lits:
+                        m.add(self.a[i] >= end(v - 1)).only_enforce_if(lits[v - 1].negated())
+                    else:
+                        m.add(self.a[i] >= end(v - 1))
+                self._need(t.first_use, done, None, tail)
+            else:          # released by its producer; needed by tile End
+                m.add(self.a[i] >= end(t.producer))
+                for v in range(lo, min(hi, n - 1) + 1):
+                    self._need(v, done, lits.get(v), tail)
+        position = {i: k for k, i in enumerate(order)}
+        for store, load in program.precedence:
+            if store in self.a and load in self.a:
+                m.add(self.a[load] >= self.a[store] + tensors[store].access_cycles)
+            elif load in self.a and position[store] >= k1:
+                raise ScheduleError("incumbent loads data before storing it")
+        for p in range(w0, w1):  # edges from window tiles into the suffix
+            m.add(self.makespan >= end(p))
+        if w1 < n:
+            m.add(self.makespan >= end(w1 - 1) + tail.tile[w1])
+        for j in order[k1:]:
+            if w0 <= tail.release[j] < w1:
+                m.add(self.makespan >= end(tail.release[j]) + tail.transfer[j])
+        m.add(self.makespan >= self._prefix_floor(times, tail))
+        base = buffer_profile(program, incumbent)  # index t + 1
+        for i in free_ids:
+            start, stop = incumbent.living[i]
+            for k in range(start + 1, stop + 1):
+                base[k] -= tensors[i].bytes
+        add_buffer_limits(m, program, ranges, self.free, base, free_ids)
+        self.ranges = ranges
+        m.minimize(self.makespan)
+
+    def _need(self, v: int, done, literal, tail: Tails) -> None:
+        """Tile v waits for a window transfer (when `literal` holds, if given)."""
+        w0, w1 = self.window.w0, self.window.w1
+        if v >= self.program.n_tiles:
+            return
+        assert v >= w0, "a window transfer is needed by a prefix tile"
+        c = (self.s[v] >= done) if v < w1 else (self.makespan >= done + tail.tile[v])
+        ct = self.model.add(c)
+        if literal is not None:
+            ct.only_enforce_if(literal)
+
+    def _prefix_floor(self, times: Timeline, tail: Tails) -> int:
+        """Constant part of the makespan: paths that leave the prefix straight into the
+        suffix, and prefix nodes that end the program (cycles)."""
+        w0, w1, k0, k1 = self.window.w0, self.window.w1, self.window.k0, self.window.k1
+        order = self.incumbent.order
+        floor = max(times.tile_end[:w0], default=0)
+        for k in range(k0):
+            i = order[k]
+            floor = max(floor, times.transfer_end[i])
+            if tail.need[i] >= w1 and tail.need[i] < self.program.n_tiles:
+                floor = max(floor, times.transfer_end[i] + tail.tile[tail.need[i]])
+        for j in order[k1:]:
+            if 0 <= tail.release[j] < w0:
+                floor = max(floor, times.tile_end[tail.release[j]] + tail.transfer[j])
+        return floor
+
+    def hint(self) -> None:
+        """Hints the incumbent's ASAP timing and living durations."""
+        times = timeline(self.program, self.incumbent)
+        for p, var in self.s.items():
+            self.model.add_hint(var, times.tile_start[p])
+        for i, var in self.a.items():
+            self.model.add_hint(var, times.transfer_start[i])
+            value = self.program.tensors[i].free_end(self.incumbent.living[i])
+            for tt, lit in self.free[i].items():
+                self.model.add_hint(lit, tt >= value)
+        self.model.add_hint(self.makespan, times.makespan)
+
+    def decode(self, solution) -> Dlsa:
+        """The incumbent with the window's order and free ends replaced."""
+        tensors = self.program.tensors
+        living = list(self.incumbent.living)
+        for i in self.free_ids:
+            free = next((tt for tt, lit in sorted(self.free[i].items())
+                         if solution.boolean(lit)), self.ranges[i][1])
+            living[i] = tensors[i].living(free)
+        starts = {i: solution.value(a) for i, a in self.a.items()}
+        window = sorted(self.free_ids, key=lambda i: (starts[i],
+                                                      starts[i] + tensors[i].access_cycles, i))
+        order = self.incumbent.order
+        return Dlsa((*order[:self.window.k0], *window, *order[self.window.k1:]),
+                    tuple(living))
+
+
+def solve_window(program: TileProgram, incumbent: Dlsa, w0: int, w1: int,
+                 settings: WindowSettings, time_limit: float | None = None,
+                 workers: int | None = None, seed: int = 0,
+                 stop: threading.Event | None = None
+                 ) -> tuple[Dlsa, int, SolveStatus | None]:
+    """The best DLSA that agrees with `incumbent` outside tiles [w0, w1), its latency, and
+    the solver's status (None: the window holds no transfer, nothing to decide). Never
+    worse than `incumbent`."""
+    times = timeline(program, incumbent)
+    window = cut(program, incumbent, times, tails(program, incumbent), w0, w1)
+    best_latency = times.makespan
+    if window.k0 == window.k1:
+        return incumbent, best_latency, None
+    model = WindowModel(program, incumbent, window, settings.reach)
+    model.hint()
+    status, solution = solve(model.model, time_limit, workers, seed, stop)
+    if status.has_solution:
+        candidate = model.decode(solution)
+        try:
+            ev = evaluate(program, candidate)
+        except ScheduleError:
+            ev = None
+        if ev is not None and ev.fits and ev.latency_cycles < best_latency:
+            return candidate, ev.latency_cycles, status
+    return incumbent, best_latency, status
+
+
+@dataclass(frozen=True)
+class DlsaImprovement:
+    """Result of `improve_dlsa`: the best DLSA, its latency, how it was found."""
+
+    dlsa: Dlsa
+    latency_cycles: int
+    runs: list[tuple[str, SolveStatus]]
+    """Each CP-SAT run: its scope ("window" or "whole") and status."""
+    lower_bound: int | None
+    """Proven bound (whole-program model only)."""
+
+    @property
+    def windows(self) -> int:
+        return sum(scope == "window" for scope, _ in self.runs)
+
+    def records(self) -> list[dict]:
+        """One certificate entry per CP-SAT run (scope, status, objective, bound, time)."""
+        return [{"model": "dlsa", "scope": scope, "status": s.status,
+                 "objective": s.objective, "bound": s.bound,
+                 "wall_seconds": s.wall_seconds, "workers": s.workers}
+                for scope, s in self.runs]
+
+
+#: When the whole program fits one model, the share of the time windows may take first:
+#: they improve a poor incumbent much faster than the whole model does, which then
+#: starts from their result and proves a bound.
+WINDOW_SHARE = 0.5
+
+
+def improve_dlsa(program: TileProgram, incumbent: Dlsa, time_limit: float | None = None,
+                 workers: int | None = None, seed: int = 0,
+                 settings: WindowSettings | None = None,
+                 stop: threading.Event | None = None) -> DlsaImprovement:
+    """Sliding windows (see WindowSettings), pass after pass until a pass improves
+    nothing; then, when the program is small enough, the model of the whole program
+    (exact, with a proven bound) from their result. Ends early when time runs out or
+    `stop` is set; never worse than the incumbent."""
+    settings = settings or WindowSettings()
+    stop = stop or threading.Event()
+    started = time.perf_counter()
+    whole = whole_model_fits(program)
+    one_window = (program.n_tiles <= settings.tiles
+                  and len(program.tensors) <= settings.transfers)
+    runs: list[tuple[str, SolveStatus]] = []
+    best, best_latency = incumbent, evaluate(program, incumbent).latency_cycles
+    if not (whole and one_window):
+        share = WINDOW_SHARE if whole else 1.0
+        deadline = None if time_limit is None else started + share * time_limit
+        best, best_latency = _slide(program, best, best_latency, deadline, workers, seed,
+                                    settings, stop, runs)
+    if not whole or stop.is_set():
+        return DlsaImprovement(best, best_latency, runs, None)
+    left = None if time_limit is None else max(time_limit - (time.perf_counter() - started),
+                                               0.0)
+    result = solve_dlsa(program, best, left, workers, seed, stop=stop)
+    runs.append(("whole", result.status))
+    return DlsaImprovement(result.dlsa, result.latency_cycles, runs, result.lower_bound)
+
+
+def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float | None,
+           workers: int | None, seed: int, settings: WindowSettings, stop: threading.Event,
+           runs: list[tuple[str, SolveStatus]]) -> tuple[Dlsa, int]:
+    """Window passes over the program (appending each run to `runs`): the best DLSA and
+    its latency."""
+    n = program.n_tiles
+    improved = True
+    while improved:
+        improved = False
+        w0 = 0
+        while w0 < n:
+            left = None if deadline is None else deadline - time.perf_counter()
+            if (left is not None and left <= 0) or stop.is_set():
+                return best, best_latency
+            budget = settings.seconds if left is None else min(settings.seconds, left)
+            w1 = window_end(program, best, w0, settings)
+            best, latency, status = solve_window(program, best, w0, w1, settings, budget,
+                                                 workers, seed, stop)
+            if status is not None:
+                runs.append(("window", status))
+            if latency < best_latency:
+                best_latency, improved = latency, True
+            w0 = n if w1 == n else max(w0 + (w1 - w0 + 1) // 2, w1 - settings.overlap)
+    return best, best_latency
+
+
+def window_end(program: TileProgram, incumbent: Dlsa, w0: int,
+               settings: WindowSettings) -> int:
+    """The largest w1 <= w0 + settings.tiles whose window holds at most
+    settings.transfers transfers (w0 + 1 at least)."""
+    times, tail = timeline(program, incumbent), tails(program, incumbent)
+    k0 = _split(incumbent, times, tail, w0)
+    lo, hi = w0 + 1, min(program.n_tiles, w0 + settings.tiles)
+    while lo < hi:  # _split grows with w: bisect for the last w1 within the limit
+        mid = (lo + hi + 1) // 2
+        if _split(incumbent, times, tail, mid) - k0 <= settings.transfers:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
