@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mipsched.schedule.notation import Dlsa, ScheduleError
@@ -85,24 +86,38 @@ class Timeline:
 
 def timeline(program: TileProgram, dlsa: Dlsa) -> Timeline:
     """Replays the timing rules; raises DeadlockError naming the waiting pair."""
-    n = program.n_tiles
-    tensors = program.tensors
-    cycles = program.tile_cycles
-    access = program.access_cycles
-    living = dlsa.living
+    release, need = release_and_need(program, dlsa.living)
+    return replay(program, dlsa.order, release, need)
+
+
+def release_and_need(program: TileProgram, living: Sequence[tuple[int, int]]
+                     ) -> tuple[list[int], list[int]]:
+    """Per DRAM tensor (by id), the tile whose end releases it (-1: time 0) and the tile
+    that waits for it (a load's first use, a store's End; n: nobody)."""
     release = []
     need = []
-    pending = [0] * (n + 1)
     for (start, end), first_use, producer in zip(living, program.first_uses,
                                                  program.producers, strict=True):
         if first_use >= 0:  # a load: released by tile Start - 1, needed by its first use
             release.append(start - 1 if start > 0 else -1)
             need.append(first_use)
-            pending[first_use] += 1
-        else:  # a store: released by its producer, needed by tile End (End == n: nobody)
+        else:  # a store: released by its producer, needed by tile End
             release.append(producer)
             need.append(end)
-            pending[end] += 1
+    return release, need
+
+
+def replay(program: TileProgram, order: Sequence[int], release: Sequence[int],
+           need: Sequence[int]) -> Timeline:
+    """The timeline of the DRAM order `order` given each tensor's releasing and waiting
+    tile (see release_and_need); raises DeadlockError naming the waiting pair."""
+    n = program.n_tiles
+    tensors = program.tensors
+    cycles = program.tile_cycles
+    access = program.access_cycles
+    pending = [0] * (n + 1)
+    for nt in need:
+        pending[nt] += 1
     ready = [0] * (n + 1)
     tile_start = [0] * n
     tile_end = [0] * n
@@ -111,12 +126,12 @@ def timeline(program: TileProgram, dlsa: Dlsa) -> Timeline:
     next_tile = 0
     clock = 0
     dram_free = 0
-    for i in dlsa.order:
+    for i in order:
         r = release[i]
         while next_tile <= r:
             p = next_tile
             if pending[p]:
-                _raise_deadlock(program, dlsa, p, i, need)
+                _raise_deadlock(program, order, p, i, need)
             start = clock if clock > ready[p] else ready[p]
             tile_start[p] = start
             clock = start + cycles[p]
@@ -201,9 +216,9 @@ def utilization(program: TileProgram, latency_cycles: int) -> float | None:
     return totals.total_ops / (totals.peak_ops_per_cycle * latency_cycles)
 
 
-def _raise_deadlock(program: TileProgram, dlsa: Dlsa, p: int, waiting: int,
-                    need: list[int]) -> None:
-    pos = {tid: k for k, tid in enumerate(dlsa.order)}
+def _raise_deadlock(program: TileProgram, order: Sequence[int], p: int, waiting: int,
+                    need: Sequence[int]) -> None:
+    pos = {tid: k for k, tid in enumerate(order)}
     blocked = min((i for i in range(len(need)) if need[i] == p and pos[i] > pos[waiting]),
                   key=lambda i: pos[i], default=None)
     tile = program.tiles[p]

@@ -163,14 +163,19 @@ def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
                      max_orders: int = MAX_ORDERS) -> tuple[float, bool]:
     """The least LFA bound (the ideal raised by the head-and-tail terms) over the LFAs of
     every order (cycles), or the CP-SAT proven bound when a run does not finish; and
-    whether every order was covered."""
+    whether every order was covered (not so when there are more than `max_orders`, or
+    time runs out first: the value is then no bound)."""
     started = time.perf_counter()
     deadline = None if time_limit is None else started + time_limit
     tilings = tilings or power_tilings(lowerer.workload)
     orders = list(itertools.islice(nx.all_topological_sorts(lowerer.workload.graph),
                                    max_orders + 1))
-    least = min(_least_bound(_relaxed_model(lowerer, tuple(order), tilings),
-                             deadline, workers, seed) for order in orders[:max_orders])
+    least = math.inf
+    for order in orders[:max_orders]:
+        if deadline is not None and time.perf_counter() > deadline:
+            return least, False
+        least = min(least, _least_bound(_relaxed_model(lowerer, tuple(order), tilings),
+                                        deadline, workers, seed))
     return least, len(orders) <= max_orders
 
 
@@ -181,8 +186,9 @@ def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
     """The least energy over the LFAs of every order (pJ, static power excluded: the
     energy of an LFA does not depend on its DLSA), from the segment model's energy
     objective without its buffer group (or its proven CP-SAT bound when a run does not
-    finish); and whether every order was covered. Segment energies are rounded to the
-    model's unit, so the bound is lowered by half a unit per FLG."""
+    finish); and whether every order was covered (as in relaxation_bound). Segment
+    energies are rounded to the model's unit, so the bound is lowered by half a unit per
+    FLG."""
     started = time.perf_counter()
     deadline = None if time_limit is None else started + time_limit
     tilings = tilings or power_tilings(lowerer.workload)
@@ -190,6 +196,8 @@ def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
                                    max_orders + 1))
     least = math.inf
     for order in orders[:max_orders]:
+        if deadline is not None and time.perf_counter() > deadline:
+            return max(least, 0.0), False
         n = len(order)
         keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
         table = SegmentTable(lowerer, tuple(order), keys)

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from mipsched.evaluate import buffer_profile, evaluate, latency
+from mipsched.evaluate import buffer_profile, evaluate, latency, replay
 from mipsched.heuristics.annealing import Cooling
 from mipsched.heuristics.common import Candidate, Objective
 from mipsched.schedule.notation import Dlsa
@@ -58,6 +58,10 @@ class _State:
     def dlsa(self) -> Dlsa:
         return Dlsa(tuple(self.order), tuple(self.living))
 
+    def latency(self) -> int:
+        """Latency of the current DLSA (cycles), replayed from the kept release / need."""
+        return replay(self.program, self.order, self.release, self.need).makespan
+
     # --- order moves --------------------------------------------------------------------
     def order_places(self, i: int) -> tuple[list[int], int]:
         """Valid insertion indices for tensor i in the order without it, and its index."""
@@ -73,11 +77,10 @@ class _State:
             if self.need[rest[x]] <= rel:
                 lo = max(lo, x + 1)
                 break
-        position = {j: x for x, j in enumerate(rest)}
         for store in self.stores_of.get(i, ()):
-            lo = max(lo, position[store] + 1)
+            lo = max(lo, rest.index(store) + 1)
         for load in self.loads_of.get(i, ()):
-            hi = min(hi, position[load])
+            hi = min(hi, rest.index(load))
         return [q for q in range(lo, hi + 1) if q != k], k
 
     def move(self, i: int, k: int, q: int) -> None:
@@ -146,7 +149,7 @@ def search_dlsa(program: TileProgram, start: Dlsa, lfa, objective: Objective,
                 continue
             q = rng.choice(places)
             state.move(i, k, q)
-            new_cost = objective.cost_of(energy, latency(program, state.dlsa()))
+            new_cost = objective.cost_of(energy, state.latency())
             if cooling.accept(cost, new_cost, n, iterations, rng):
                 cost = new_cost
                 accepted += 1
@@ -161,7 +164,7 @@ def search_dlsa(program: TileProgram, start: Dlsa, lfa, objective: Objective,
                 continue
             if not state.set_living(i, t.living(free)):
                 continue
-            new_cost = objective.cost_of(energy, latency(program, state.dlsa()))
+            new_cost = objective.cost_of(energy, state.latency())
             if cooling.accept(cost, new_cost, n, iterations, rng):
                 cost = new_cost
                 accepted += 1

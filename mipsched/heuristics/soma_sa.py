@@ -52,12 +52,31 @@ class SaSettings:
     cooling: Cooling = field(default_factory=Cooling)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SaRound:
-    """One allocator round: both stages' best schedules."""
+    """One allocator round: stage 1's buffer limit (bytes), both stages' best schedules,
+    and what each stage did: LFAs evaluated / DLSA iterations, CPU seconds."""
 
+    limit_bytes: int
     stage1: Candidate
     stage2: Candidate
+    stage1_evaluations: int
+    stage2_iterations: int
+    stage1_cpu_s: float
+    stage2_cpu_s: float
+
+
+@dataclass(frozen=True)
+class SaRun:
+    """Every allocator round, in order, and the best one."""
+
+    rounds: list[SaRound]
+    best: SaRound
+
+    @property
+    def evaluations(self) -> int:
+        """Schedules evaluated: stage-1 LFAs plus stage-2 DLSAs."""
+        return sum(r.stage1_evaluations + r.stage2_iterations for r in self.rounds)
 
 
 def anneal_lfa(lowerer: Lowerer, start: Candidate, options: SearchOptions, buffer_limit: int,
@@ -101,11 +120,19 @@ def soma_sa(lowerer: Lowerer, options: SearchOptions,
             settings: SaSettings | None = None) -> MethodResult:
     """The SoMa search; stages of the best round are reported as 'stage1' / 'stage2'.
     Ctrl-C ends it with the best so far."""
+    run = run_sa(lowerer, options, settings)
+    return MethodResult(run.best.stage2, {"stage1": run.best.stage1,
+                                          "stage2": run.best.stage2}, run.evaluations)
+
+
+def run_sa(lowerer: Lowerer, options: SearchOptions,
+           settings: SaSettings | None = None) -> SaRun:
+    """The SoMa search with every round's figures. Ctrl-C ends it with the best so far."""
     with stop_on_ctrl_c(options.stop):
-        return _soma_sa(lowerer, options, settings or SaSettings())
+        return _run_sa(lowerer, options, settings or SaSettings())
 
 
-def _soma_sa(lowerer: Lowerer, options: SearchOptions, settings: SaSettings) -> MethodResult:
+def _run_sa(lowerer: Lowerer, options: SearchOptions, settings: SaSettings) -> SaRun:
     deadline = options.deadline()
     rng = random.Random(options.seed)
     start = unfused_baseline(lowerer).best
@@ -114,22 +141,23 @@ def _soma_sa(lowerer: Lowerer, options: SearchOptions, settings: SaSettings) -> 
     rounds: list[SaRound] = []
     best_round: SaRound | None = None
     misses = 0
-    evaluations = 0
     while len(rounds) < settings.max_rounds and misses < settings.patience and limit > 0:
         if start.evaluation.peak_buffer_bytes > limit:
             break  # even the starting schedule no longer fits stage 1's limit
         layers = len(lowerer.workload.layers)
         stage1_deadline = None if deadline is None else time.perf_counter() + (
             settings.stage1_share * max(deadline - time.perf_counter(), 0.0))
+        cpu = time.process_time()
         stage1, n1 = anneal_lfa(lowerer, start, options, limit, settings.lfa_factor * layers,
                                 rng, stage1_deadline, settings.cooling)
+        cpu1 = time.process_time()
         tensors = len(stage1.program.tensors)
         result = search_dlsa(stage1.program, _stage2_start(stage1), stage1.lfa,
                              options.objective,
                              settings.dlsa_factor * tensors, rng, deadline, settings.cooling,
                              options.stop)
-        evaluations += n1 + result.iterations
-        this = SaRound(stage1, result.best)
+        this = SaRound(limit, stage1, result.best, n1, result.iterations, cpu1 - cpu,
+                       time.process_time() - cpu1)
         rounds.append(this)
         cost = options.objective.cost(this.stage2.evaluation)
         if best_round is None or cost < options.objective.cost(best_round.stage2.evaluation):
@@ -141,5 +169,4 @@ def _soma_sa(lowerer: Lowerer, options: SearchOptions, settings: SaSettings) -> 
             break
         limit -= int(settings.allocator_step * rounds[0].stage1.evaluation.peak_buffer_bytes)
     assert best_round is not None
-    return MethodResult(best_round.stage2, {"stage1": best_round.stage1,
-                                            "stage2": best_round.stage2}, evaluations)
+    return SaRun(rounds, best_round)

@@ -18,16 +18,16 @@ def default_dlsa(program: TileProgram) -> Dlsa:
     tiles = program.tiles
     n = len(tiles)
     living: list[tuple[int, int]] = []
-    for t in program.tensors:
-        if t.is_load:
-            start = min(max(t.first_use - 1, t.lo), t.hi)
-            living.append((start, t.fixed))
-        else:
+    keys: list[tuple[int, int, int, int]] = []  # DRAM order: (Start, weights first, End, id)
+    for i, t in enumerate(program.tensors):
+        kind = t.kind
+        if kind == TensorKind.STORE_OFMAP:
             p = t.producer
             last_of_lg = p + 1 < n and tiles[p].lg is not None and tiles[p + 1].lg != tiles[p].lg
-            end = p + 1 if last_of_lg else p + 2
-            living.append((t.fixed, min(max(end, t.lo), t.hi)))
-    kinds = [t.kind for t in program.tensors]
-    order = sorted(range(len(living)), key=lambda i: (
-        living[i][0], 0 if kinds[i] == TensorKind.LOAD_WEIGHT else 1, living[i][1], i))
-    return Dlsa(tuple(order), tuple(living))
+            start, end = p, min(max(p + 1 if last_of_lg else p + 2, t.lo), t.hi)
+        else:
+            start, end = min(max(t.first_use - 1, t.lo), t.hi), t.last_use + 1
+        living.append((start, end))
+        keys.append((start, 0 if kind == TensorKind.LOAD_WEIGHT else 1, end, i))
+    keys.sort()
+    return Dlsa(tuple(k[3] for k in keys), tuple(living))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import operator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
@@ -138,25 +139,25 @@ class TileProgram:
 
     @cached_property
     def compute_cycles(self) -> int:
-        return sum(t.compute_cycles for t in self.tiles)
+        return sum(self.tile_cycles)
 
     @cached_property
     def dram_cycles(self) -> int:
-        return sum(t.access_cycles for t in self.tensors)
+        return sum(self.access_cycles)
 
     @cached_property
     def dram_bytes(self) -> int:
-        return sum(t.bytes for t in self.tensors)
+        return sum(self.tensor_bytes)
 
     @cached_property
     def tile_cycles(self) -> list[int]:
         """compute_cycles of every tile, in order (cached for the evaluator)."""
-        return [t.compute_cycles for t in self.tiles]
+        return list(map(operator.attrgetter("compute_cycles"), self.tiles))
 
     @cached_property
     def tensor_bytes(self) -> list[int]:
         """bytes of every DRAM tensor, by id."""
-        return [t.bytes for t in self.tensors]
+        return list(map(operator.attrgetter("bytes"), self.tensors))
 
     @cached_property
     def onchip_profile(self) -> list[int]:
@@ -166,17 +167,19 @@ class TileProgram:
     @cached_property
     def access_cycles(self) -> list[int]:
         """access_cycles of every DRAM tensor, by id."""
-        return [t.access_cycles for t in self.tensors]
+        return list(map(operator.attrgetter("access_cycles"), self.tensors))
 
     @cached_property
     def first_uses(self) -> list[int]:
         """First consuming tile of every load (-1 for stores), by tensor id."""
-        return [t.first_use if t.is_load else -1 for t in self.tensors]
+        store = TensorKind.STORE_OFMAP
+        return [-1 if t.kind == store else t.first_use for t in self.tensors]
 
     @cached_property
     def producers(self) -> list[int]:
         """Producing tile of every store (-1 for loads), by tensor id."""
-        return [-1 if t.is_load else t.producer for t in self.tensors]
+        store = TensorKind.STORE_OFMAP
+        return [t.producer if t.kind == store else -1 for t in self.tensors]
 
     @property
     def ideal_cycles(self) -> int:
@@ -186,7 +189,7 @@ class TileProgram:
     @cached_property
     def energy_pj(self) -> float:
         """Tile energy plus DRAM energy; it does not depend on the DLSA (static excluded)."""
-        return (sum(t.energy_pj for t in self.tiles)
+        return (sum(map(operator.attrgetter("energy_pj"), self.tiles))
                 + self.dram_energy_pj_per_byte * self.dram_bytes)
 
     # --- JSON -----------------------------------------------------------------------------
