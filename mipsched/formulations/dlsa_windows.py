@@ -134,11 +134,11 @@ def _split(dlsa: Dlsa, times: Timeline, tail: Tails, w: int) -> int:
 class WindowModel:
     """CP-SAT model of one window (variables only for window tiles and transfers)."""
 
-    def __init__(self, program: TileProgram, incumbent: Dlsa, window: Window,
-                 reach: int) -> None:
+    def __init__(self, program: TileProgram, incumbent: Dlsa, times: Timeline, tail: Tails,
+                 window: Window, reach: int) -> None:
+        """`times` and `tail`: the incumbent's timeline and tails."""
         self.program, self.incumbent, self.window = program, incumbent, window
-        times = timeline(program, incumbent)
-        tail = tails(program, incumbent)
+        self.times = times
         n = program.n_tiles
         w0, w1, k0, k1 = window.w0, window.w1, window.k0, window.k1
         order = incumbent.order
@@ -245,7 +245,7 @@ class WindowModel:
 
     def hint(self) -> None:
         """Hints the incumbent's ASAP timing and living durations."""
-        times = timeline(self.program, self.incumbent)
+        times = self.times
         for p, var in self.s.items():
             self.model.add_hint(var, times.tile_start[p])
         for i, var in self.a.items():
@@ -279,12 +279,12 @@ def solve_window(program: TileProgram, incumbent: Dlsa, w0: int, w1: int,
     """The best DLSA that agrees with `incumbent` outside tiles [w0, w1), its latency, and
     the solver's status (None: the window holds no transfer, nothing to decide). Never
     worse than `incumbent`."""
-    times = timeline(program, incumbent)
-    window = cut(program, incumbent, times, tails(program, incumbent), w0, w1)
+    times, tail = timeline(program, incumbent), tails(program, incumbent)
+    window = cut(program, incumbent, times, tail, w0, w1)
     best_latency = times.makespan
     if window.k0 == window.k1:
         return incumbent, best_latency, None
-    model = WindowModel(program, incumbent, window, settings.reach)
+    model = WindowModel(program, incumbent, times, tail, window, settings.reach)
     model.hint()
     status, solution = solve(model.model, time_limit, workers, seed, stop)
     if status.has_solution:

@@ -29,6 +29,7 @@ import itertools
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import networkx as nx
@@ -165,18 +166,12 @@ def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
     every order (cycles), or the CP-SAT proven bound when a run does not finish; and
     whether every order was covered (not so when there are more than `max_orders`, or
     time runs out first: the value is then no bound)."""
-    started = time.perf_counter()
-    deadline = None if time_limit is None else started + time_limit
     tilings = tilings or power_tilings(lowerer.workload)
-    orders = list(itertools.islice(nx.all_topological_sorts(lowerer.workload.graph),
-                                   max_orders + 1))
-    least = math.inf
-    for order in orders[:max_orders]:
-        if deadline is not None and time.perf_counter() > deadline:
-            return least, False
-        least = min(least, _least_bound(_relaxed_model(lowerer, tuple(order), tilings),
-                                        deadline, workers, seed))
-    return least, len(orders) <= max_orders
+
+    def least_bound(order: tuple[str, ...], deadline: float | None) -> float:
+        return _least_bound(_relaxed_model(lowerer, order, tilings), deadline, workers, seed)
+
+    return _least_over_orders(lowerer, time_limit, max_orders, least_bound)
 
 
 def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
@@ -189,26 +184,38 @@ def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
     finish); and whether every order was covered (as in relaxation_bound). Segment
     energies are rounded to the model's unit, so the bound is lowered by half a unit per
     FLG."""
-    started = time.perf_counter()
-    deadline = None if time_limit is None else started + time_limit
     tilings = tilings or power_tilings(lowerer.workload)
+
+    def least_energy(order: tuple[str, ...], deadline: float | None) -> float:
+        n = len(order)
+        keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
+        table = SegmentTable(lowerer, order, keys)
+        model = SegmentModel(table, "energy", 0, n, None, unfused_tally(table),
+                             GROUPS - {"buffer"})
+        status, _ = solve(model.model, _run_seconds(deadline), workers, seed)
+        if status.status == "infeasible":
+            return math.inf
+        units = status.bound if status.bound is not None else 0.0
+        return (units - n / 2) / model.per_byte.denominator
+
+    least, complete = _least_over_orders(lowerer, time_limit, max_orders, least_energy)
+    return max(least, 0.0), complete
+
+
+def _least_over_orders(lowerer: Lowerer, time_limit: float | None, max_orders: int,
+                       value_of: Callable[[tuple[str, ...], float | None], float]
+                       ) -> tuple[float, bool]:
+    """min of value_of(order, deadline) over the first `max_orders` computing orders, and
+    whether that covered every order before the time limit."""
+    deadline = None if time_limit is None else time.perf_counter() + time_limit
     orders = list(itertools.islice(nx.all_topological_sorts(lowerer.workload.graph),
                                    max_orders + 1))
     least = math.inf
     for order in orders[:max_orders]:
         if deadline is not None and time.perf_counter() > deadline:
-            return max(least, 0.0), False
-        n = len(order)
-        keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
-        table = SegmentTable(lowerer, tuple(order), keys)
-        model = SegmentModel(table, "energy", 0, n, None, unfused_tally(table),
-                             GROUPS - {"buffer"})
-        status, _ = solve(model.model, _run_seconds(deadline), workers, seed)
-        if status.status == "infeasible":
-            continue
-        units = status.bound if status.bound is not None else 0.0
-        least = min(least, (units - n / 2) / model.per_byte.denominator)
-    return max(least, 0.0), len(orders) <= max_orders
+            return least, False
+        least = min(least, value_of(tuple(order), deadline))
+    return least, len(orders) <= max_orders
 
 
 def power_tilings(workload: Workload) -> tuple[int, ...]:
