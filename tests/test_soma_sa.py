@@ -3,6 +3,7 @@ results replay in the simulator, determinism, time limit."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import signal
@@ -14,10 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mipsched.evaluate import evaluate
-from mipsched.heuristics.common import SearchOptions
+from mipsched.heuristics.annealing import Cooling, Progress
+from mipsched.heuristics.baseline import unfused_baseline
+from mipsched.heuristics.common import InfeasibleError, SearchOptions
 from mipsched.heuristics.dlsa_search import search_dlsa
 from mipsched.heuristics.lfa_moves import propose
-from mipsched.heuristics.soma_sa import SaSettings, soma_sa
+from mipsched.heuristics.soma_sa import SaSettings, run_sa, soma_sa
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
@@ -125,3 +128,43 @@ def test_ctrl_c_still_reaches_the_search_after_a_cp_sat_solve() -> None:
     before = signal.getsignal(signal.SIGINT)
     cp_solve(model, 1.0, 1)
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_run_cut_short_by_its_deadline_still_cools_down() -> None:
+    """Progress follows the clock when the deadline comes before N iterations, so the
+    temperature reaches 0 at the deadline instead of staying at its start."""
+    progress = Progress(total=10**9, deadline=time.perf_counter() + 0.05)
+    cooling = Cooling(t0=0.05)
+    assert cooling.temperature(progress.at(0)) > 0.04
+    time.sleep(0.06)
+    assert progress.at(1) >= 1.0
+    assert cooling.temperature(progress.at(1)) == 0.0
+    assert not cooling.accept(100.0, 100.001, progress.at(1), random.Random(0))
+    assert Progress(total=10, deadline=None).at(5) == 0.5
+
+
+def test_the_allocator_goes_below_the_unfused_start_with_finer_tiles() -> None:
+    """resblock on a 700,000-byte buffer: the unfused start peaks at 643,072 bytes; the
+    allocator's later limits are lower, and its rounds go on from finer-tiled starts, each
+    round's stage 1 within its limit."""
+    hw = dataclasses.replace(EDGE, gbuf=dataclasses.replace(EDGE.gbuf, capacity_bytes=700_000))
+    lowerer = Lowerer(zoo.get("resblock"), hw)
+    start_peak = unfused_baseline(lowerer).best.evaluation.peak_buffer_bytes
+    run = run_sa(lowerer, SearchOptions(seed=3), QUICK)
+    assert any(r.limit_bytes < start_peak for r in run.rounds)
+    for r in run.rounds:
+        assert r.stage1.evaluation.peak_buffer_bytes <= r.limit_bytes
+        assert r.stage2.evaluation.fits
+    objective = SearchOptions().objective
+    assert objective.cost(run.best.stage2.evaluation) == min(
+        objective.cost(r.stage2.evaluation) for r in run.rounds)
+
+
+def test_the_unfused_start_fits_a_lower_limit_or_says_it_cannot() -> None:
+    lowerer = Lowerer(zoo.get("resblock"), EDGE)
+    full = unfused_baseline(lowerer).best
+    lower = unfused_baseline(lowerer, buffer_limit=full.evaluation.peak_buffer_bytes // 2).best
+    assert lower.evaluation.peak_buffer_bytes <= full.evaluation.peak_buffer_bytes // 2
+    assert sum(lower.lfa.tiling) > sum(full.lfa.tiling)
+    with pytest.raises(InfeasibleError, match="no unfused tiling fits 1,000 bytes"):
+        unfused_baseline(lowerer, buffer_limit=1_000)

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from mipsched.evaluate import buffer_profile, evaluate, latency, replay
-from mipsched.heuristics.annealing import Cooling
+from mipsched.heuristics.annealing import Cooling, Progress
 from mipsched.heuristics.common import Candidate, Objective
 from mipsched.schedule.notation import Dlsa
 from mipsched.schedule.tile_program import TileProgram
@@ -137,6 +137,7 @@ def search_dlsa(program: TileProgram, start: Dlsa, lfa, objective: Objective,
     best = start
     accepted = 0
     n_done = 0
+    progress = Progress(iterations, deadline)
     for n in range(iterations if tensors else 0):
         if (deadline is not None and time.perf_counter() > deadline) or (
                 stop is not None and stop.is_set()):
@@ -150,7 +151,7 @@ def search_dlsa(program: TileProgram, start: Dlsa, lfa, objective: Objective,
             q = rng.choice(places)
             state.move(i, k, q)
             new_cost = objective.cost_of(energy, state.latency())
-            if cooling.accept(cost, new_cost, n, iterations, rng):
+            if cooling.accept(cost, new_cost, progress.at(n), rng):
                 cost = new_cost
                 accepted += 1
             else:
@@ -165,7 +166,7 @@ def search_dlsa(program: TileProgram, start: Dlsa, lfa, objective: Objective,
             if not state.set_living(i, t.living(free)):
                 continue
             new_cost = objective.cost_of(energy, state.latency())
-            if cooling.accept(cost, new_cost, n, iterations, rng):
+            if cooling.accept(cost, new_cost, progress.at(n), rng):
                 cost = new_cost
                 accepted += 1
             else:
