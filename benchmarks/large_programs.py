@@ -7,8 +7,11 @@ solved as an instance within --time-limit (annealing, then sliding CP-SAT window
 table shows reference vs mipsched vs the ideal and the program bound (ideal + head and
 tail: no DLSA of that LFA is faster), like benchmarks/instances.py.
 
+A case is net:hw:batch[:SA seconds] (default --sa-seconds); the two with 120 s of SA
+give programs of the hidden instances' size (about 3,000 tiles, 700 to 2,000 tensors).
+
 Run: python benchmarks/large_programs.py [--time-limit 60] [--sa-seconds 30]
-     [--cases resnet101:edge:16 ...] [--cache DIR]
+     [--cases resnet101:edge:16 inception_resnet_v1:edge:16:120 ...] [--cache DIR]
 """
 
 from __future__ import annotations
@@ -26,15 +29,19 @@ from mipsched.solve import solve, solve_program
 from mipsched.workload import zoo
 
 CASES = ["resnet50:edge:16", "resnet101:edge:16", "inception_resnet_v1:edge:16",
-         "randwire_small:edge:16", "gpt2_small_prefill:edge:16", "resnet50:cloud:16"]
+         "randwire_small:edge:16", "gpt2_small_prefill:edge:16", "resnet50:cloud:16",
+         "inception_resnet_v1:edge:16:120", "randwire_small:edge:16:120"]
 
 
 def make_program(case: str, sa_seconds: float, cache: Path) -> Path:
-    """SA's program for `case` (net:hw:batch) with its DLSA as `reference` (cached)."""
+    """SA's program for `case` (net:hw:batch[:SA seconds]) with its DLSA as `reference`
+    (cached)."""
     path = cache / (case.replace(":", "-") + ".json")
     if path.exists():
         return path
-    net, hw, batch = case.split(":")
+    net, hw, batch, *seconds = case.split(":")
+    if seconds:
+        sa_seconds = float(seconds[0])
     outcome = solve(zoo.get(net, int(batch)), load_hardware(hw), "sa", 0, sa_seconds,
                     "latency")
     c = outcome.candidate

@@ -20,7 +20,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from mipsched.evaluate import latency
+from mipsched.evaluate import evaluate
 from mipsched.heuristics.annealing import Cooling, Progress
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.common import (
@@ -34,7 +34,6 @@ from mipsched.heuristics.common import (
 from mipsched.heuristics.dlsa_search import search_dlsa
 from mipsched.heuristics.lfa_moves import propose
 from mipsched.schedule.lowering import Lowerer
-from mipsched.schedule.notation import Dlsa
 from mipsched.schedule.prefetch_dlsa import prefetch_dlsa
 
 
@@ -119,12 +118,14 @@ def anneal_lfa(lowerer: Lowerer, start: Candidate, options: SearchOptions, buffe
     return best, evaluated
 
 
-def _stage2_start(stage1: Candidate) -> Dlsa:
-    """Stage 1's double-buffered DLSA or its greedy prefetching variant, the faster."""
-    prefetched = prefetch_dlsa(stage1.program, stage1.dlsa)
-    if latency(stage1.program, prefetched) < stage1.evaluation.latency_cycles:
-        return prefetched
-    return stage1.dlsa
+def with_prefetch(candidate: Candidate) -> Candidate:
+    """`candidate` with its greedy prefetching DLSA (prefetch_dlsa) if that is faster."""
+    program = candidate.program
+    prefetched = prefetch_dlsa(program, candidate.dlsa)
+    ev = evaluate(program, prefetched, check=False)
+    if ev.latency_cycles < candidate.evaluation.latency_cycles:
+        return Candidate(candidate.lfa, program, prefetched, ev)
+    return candidate
 
 
 def soma_sa(lowerer: Lowerer, options: SearchOptions,
@@ -166,7 +167,7 @@ def _run_sa(lowerer: Lowerer, options: SearchOptions, settings: SaSettings) -> S
                                 rng, stage1_deadline, settings.cooling)
         cpu1 = time.process_time()
         tensors = len(stage1.program.tensors)
-        result = search_dlsa(stage1.program, _stage2_start(stage1), stage1.lfa,
+        result = search_dlsa(stage1.program, with_prefetch(stage1).dlsa, stage1.lfa,
                              options.objective, settings.dlsa_factor * tensors, rng,
                              deadline, settings.dlsa_cooling, options.stop)
         this = SaRound(limit, stage1, result.best, n1, result.iterations, cpu1 - cpu,
