@@ -169,7 +169,8 @@ def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
     tilings = tilings or power_tilings(lowerer.workload)
 
     def least_bound(order: tuple[str, ...], deadline: float | None) -> float:
-        return _least_bound(_relaxed_model(lowerer, order, tilings), deadline, workers, seed)
+        return _least_bound(_relaxed_model(lowerer, order, tilings, deadline), deadline,
+                            workers, seed)
 
     return _least_over_orders(lowerer, time_limit, max_orders, least_bound)
 
@@ -189,7 +190,7 @@ def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
     def least_energy(order: tuple[str, ...], deadline: float | None) -> float:
         n = len(order)
         keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
-        table = SegmentTable(lowerer, order, keys)
+        table = SegmentTable(lowerer, order, keys, deadline)
         model = SegmentModel(table, "energy", 0, n, None, unfused_tally(table),
                              GROUPS - {"buffer"})
         status, _ = solve(model.model, _run_seconds(deadline), workers, seed)
@@ -206,7 +207,8 @@ def _least_over_orders(lowerer: Lowerer, time_limit: float | None, max_orders: i
                        value_of: Callable[[tuple[str, ...], float | None], float]
                        ) -> tuple[float, bool]:
     """min of value_of(order, deadline) over the first `max_orders` computing orders, and
-    whether that covered every order before the time limit."""
+    whether that covered every order before the time limit (value_of raises
+    TimeoutError when it cannot finish by the deadline)."""
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     orders = list(itertools.islice(nx.all_topological_sorts(lowerer.workload.graph),
                                    max_orders + 1))
@@ -214,7 +216,10 @@ def _least_over_orders(lowerer: Lowerer, time_limit: float | None, max_orders: i
     for order in orders[:max_orders]:
         if deadline is not None and time.perf_counter() > deadline:
             return least, False
-        least = min(least, value_of(tuple(order), deadline))
+        try:
+            least = min(least, value_of(tuple(order), deadline))
+        except TimeoutError:
+            return least, False
     return least, len(orders) <= max_orders
 
 
@@ -225,15 +230,15 @@ def power_tilings(workload: Workload) -> tuple[int, ...]:
     return tuple(2 ** k for k in range(most.bit_length()))
 
 
-def _relaxed_model(lowerer: Lowerer, order: tuple[str, ...], tilings: tuple[int, ...]
-                   ) -> SegmentModel:
+def _relaxed_model(lowerer: Lowerer, order: tuple[str, ...], tilings: tuple[int, ...],
+                   deadline: float | None = None) -> SegmentModel:
     """The order's LFA bound model over every segment (FLG) and tiling number."""
     n = len(order)
     if n > MAX_LAYERS:
         raise ValueError(f"the LFA relaxation takes nets of at most {MAX_LAYERS} layers, "
                          f"not {n}")
     keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
-    table = SegmentTable(lowerer, order, keys)
+    table = SegmentTable(lowerer, order, keys, deadline)
     model = SegmentModel(table, "ideal", 0, n, None, unfused_tally(table),
                          (GROUPS - {"buffer"}) | {"head_tail"})
     model.pin_ideal()

@@ -160,7 +160,11 @@ class SegmentTable:
     """Candidate segments of one order, with everything the model needs about them."""
 
     def __init__(self, lowerer: Lowerer, order: tuple[str, ...],
-                 keys: Iterable[tuple[int, int, int]]) -> None:
+                 keys: Iterable[tuple[int, int, int]], deadline: float | None = None
+                 ) -> None:
+        """Raises TimeoutError when building the segments passes `deadline`
+        (time.perf_counter seconds): on big nets with many tiling numbers that alone can
+        take minutes."""
         self.lowerer = lowerer
         self.order = order
         wl = lowerer.workload
@@ -173,6 +177,8 @@ class SegmentTable:
         self.output_bytes = sum(self.ofmap[n] for n in wl.outputs)
         self.segments: dict[tuple[int, int, int], Segment] = {}
         for key in keys:
+            if deadline is not None and time.perf_counter() > deadline:
+                raise TimeoutError("the segment table was not built in time")
             if key not in self.segments:
                 seg = self._segment(*key)
                 if seg is not None:
