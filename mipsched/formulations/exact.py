@@ -39,6 +39,7 @@ from mipsched.formulations.bounds import program_bound
 from mipsched.formulations.dlsa import solve_dlsa
 from mipsched.formulations.lfa import (
     GROUPS,
+    SegmentCache,
     SegmentModel,
     SegmentTable,
     unfused_tally,
@@ -143,8 +144,9 @@ def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
     all_orders = len(orders) <= max_orders
     search = _Search(lowerer, incumbent, deadline, workers, seed, stop)
     models = []
+    shared: SegmentCache = {}
     for order in orders[:max_orders]:
-        model = _relaxed_model(lowerer, tuple(order), tilings)
+        model = _relaxed_model(lowerer, tuple(order), tilings, shared=shared)
         models.append((_least_bound(model, deadline, workers, seed, stop), len(models),
                        model))
     left = [_search_order(model, least, search)
@@ -168,9 +170,11 @@ def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
     time runs out first: the value is then no bound)."""
     tilings = tilings or power_tilings(lowerer.workload)
 
+    shared: SegmentCache = {}
+
     def least_bound(order: tuple[str, ...], deadline: float | None) -> float:
-        return _least_bound(_relaxed_model(lowerer, order, tilings, deadline), deadline,
-                            workers, seed)
+        return _least_bound(_relaxed_model(lowerer, order, tilings, deadline, shared),
+                            deadline, workers, seed)
 
     return _least_over_orders(lowerer, time_limit, max_orders, least_bound)
 
@@ -186,11 +190,13 @@ def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
     energies are rounded to the model's unit, so the bound is lowered by half a unit per
     FLG."""
     tilings = tilings or power_tilings(lowerer.workload)
+    shared: SegmentCache = {}
 
     def least_energy(order: tuple[str, ...], deadline: float | None) -> float:
         n = len(order)
         keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
-        table = SegmentTable(lowerer, order, keys, deadline)
+        table = SegmentTable(lowerer, order, keys, deadline, with_buffer=False,
+                             shared=shared)
         model = SegmentModel(table, "energy", 0, n, None, unfused_tally(table),
                              GROUPS - {"buffer"})
         status, _ = solve(model.model, _run_seconds(deadline), workers, seed)
@@ -231,14 +237,17 @@ def power_tilings(workload: Workload) -> tuple[int, ...]:
 
 
 def _relaxed_model(lowerer: Lowerer, order: tuple[str, ...], tilings: tuple[int, ...],
-                   deadline: float | None = None) -> SegmentModel:
-    """The order's LFA bound model over every segment (FLG) and tiling number."""
+                   deadline: float | None = None, shared: SegmentCache | None = None
+                   ) -> SegmentModel:
+    """The order's LFA bound model over every segment (FLG) and tiling number (segments
+    shared with other orders' models through `shared`)."""
     n = len(order)
     if n > MAX_LAYERS:
         raise ValueError(f"the LFA relaxation takes nets of at most {MAX_LAYERS} layers, "
                          f"not {n}")
     keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
-    table = SegmentTable(lowerer, order, keys, deadline)
+    table = SegmentTable(lowerer, order, keys, deadline, with_buffer=False,
+                         shared={} if shared is None else shared)
     model = SegmentModel(table, "ideal", 0, n, None, unfused_tally(table),
                          (GROUPS - {"buffer"}) | {"head_tail"})
     model.pin_ideal()

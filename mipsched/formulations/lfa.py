@@ -124,6 +124,11 @@ class Tally:
         return _ideal(self.compute_cycles, self.dram_bytes, bytes_per_cycle)
 
 
+#: Segments without buffer rows by (layers, tiling number), None for an FLG that does not
+#: lower: shared by the SegmentTables of several orders of one workload and hardware.
+SegmentCache = dict[tuple[tuple[str, ...], int], Segment | None]
+
+
 def _ideal(compute_cycles: int, dram_bytes: int, bytes_per_cycle: int) -> int:
     """max(compute, ceil(DRAM bytes / bandwidth)) in cycles: the DLSA-independent ideal."""
     return max(compute_cycles, -(-dram_bytes // bytes_per_cycle))
@@ -160,13 +165,21 @@ class SegmentTable:
     """Candidate segments of one order, with everything the model needs about them."""
 
     def __init__(self, lowerer: Lowerer, order: tuple[str, ...],
-                 keys: Iterable[tuple[int, int, int]], deadline: float | None = None
-                 ) -> None:
+                 keys: Iterable[tuple[int, int, int]], deadline: float | None = None,
+                 with_buffer: bool = True, shared: SegmentCache | None = None) -> None:
         """Raises TimeoutError when building the segments passes `deadline`
         (time.perf_counter seconds): on big nets with many tiling numbers that alone can
-        take minutes."""
+        take minutes. Without `with_buffer` the segments carry no buffer rows (floor 0):
+        enough for models without the `buffer` group, and then a segment depends only on
+        its layers and tiling number, so tables of several orders of one workload can
+        share them through `shared`."""
+        if shared is not None and with_buffer:
+            raise ValueError("only segments without buffer rows can be shared between "
+                             "orders")
         self.lowerer = lowerer
         self.order = order
+        self.with_buffer = with_buffer
+        self.shared = shared
         wl = lowerer.workload
         self.pos = {n: p for p, n in enumerate(order)}
         self.edges: list[Edge] = [(u, v) for v in order for u in dict.fromkeys(
@@ -185,6 +198,17 @@ class SegmentTable:
                     self.segments[key] = seg
 
     def _segment(self, start: int, stop: int, tiling: int) -> Segment | None:
+        layers = self.order[start:stop]
+        if self.shared is None:
+            return self._new_segment(start, stop, tiling)
+        known = self.shared.get((layers, tiling), False)
+        if known is False:
+            known = self.shared[(layers, tiling)] = self._new_segment(start, stop, tiling)
+        if known is None or known.start == start:
+            return known
+        return dataclasses.replace(known, start=start, stop=stop)
+
+    def _new_segment(self, start: int, stop: int, tiling: int) -> Segment | None:
         wl = self.lowerer.workload
         layers = self.order[start:stop]
         try:
@@ -217,7 +241,8 @@ class SegmentTable:
                         loads[(src, v)] = loads.get((src, v), 0) + size
                     else:
                         fixed += size
-        floor, rows = self._buffer_rows(start, stop, plan.tiles)
+        floor, rows = (self._buffer_rows(start, stop, plan.tiles) if self.with_buffer
+                       else (0, ()))
         ends = self._ends(layers, plan)
         return Segment(start, stop, tiling, cycles, energy, fixed, loads, first_loads,
                        first_fixed, floor, rows, *ends)
@@ -471,6 +496,8 @@ class SegmentModel:
         self.pf: dict[Edge, IntVar] = {}
         """Prefetched first-tile load of v from u (v first in its FLG), buffer group."""
         if "buffer" in groups:
+            if not table.with_buffer:
+                raise ValueError("the buffer group needs a SegmentTable with buffer rows")
             self._buffer()
 
         bpc = hw.dram.bytes_per_cycle
