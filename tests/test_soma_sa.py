@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from mipsched.evaluate import evaluate
 from mipsched.heuristics.annealing import Cooling, Progress
-from mipsched.heuristics.baseline import unfused_baseline
-from mipsched.heuristics.common import InfeasibleError, SearchOptions
+from mipsched.heuristics.baseline import single_flg_start, unfused_baseline
+from mipsched.heuristics.common import InfeasibleError, SearchOptions, evaluate_lfa
 from mipsched.heuristics.dlsa_search import search_dlsa
 from mipsched.heuristics.lfa_moves import propose
-from mipsched.heuristics.soma_sa import SaSettings, run_sa, soma_sa
+from mipsched.heuristics.soma_sa import SaSettings, initial_lfa, run_sa, soma_sa
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
@@ -168,3 +168,42 @@ def test_the_unfused_start_fits_a_lower_limit_or_says_it_cannot() -> None:
     assert sum(lower.lfa.tiling) > sum(full.lfa.tiling)
     with pytest.raises(InfeasibleError, match="no unfused tiling fits 1,000 bytes"):
         unfused_baseline(lowerer, buffer_limit=1_000)
+
+
+@pytest.mark.parametrize(("name", "batch", "limit"), [
+    ("chain5", 1, None), ("resblock", 2, None), ("resblock", 4, 400_000),
+    ("fsrcnn", 1, 1_500_000), ("chain3", 1, 1_000)])
+def test_the_single_flg_start_is_the_cheapest_fitting_power_of_two_tiling(
+        name: str, batch: int, limit: int | None) -> None:
+    wl = zoo.get(name, batch)
+    lowerer = Lowerer(wl, EDGE)
+    objective = SearchOptions().objective
+    order = tuple(wl.layers)
+    found = single_flg_start(lowerer, objective, order, limit)
+    fitting = [c for t in (1, 2, 4, 8, 16, 32, 64)
+               if (c := evaluate_lfa(lowerer, Lfa(order, (), (t,), ()), limit)) is not None]
+    if not fitting:
+        assert found is None
+        return
+    assert found is not None and found.lfa.flc == () and found.lfa.dram_cuts == ()
+    assert objective.cost(found.evaluation) == min(objective.cost(c.evaluation)
+                                                   for c in fitting)
+    assert found.evaluation.peak_buffer_bytes <= (limit or EDGE.gbuf.capacity_bytes)
+
+
+def test_stage1_starts_from_the_single_flg_schedule_where_it_is_cheaper() -> None:
+    """randwire_small/edge/b16: its 5.6 MB of weights fit, and one FLG of one sample per
+    tile (4.5 M cycles) beats the unfused start (29 M); resnet50/edge/b16 has no single
+    FLG that fits, so stage 1 starts unfused as in SoMa."""
+    options = SearchOptions()
+    lowerer = Lowerer(zoo.get("randwire_small", 16), EDGE)
+    start = initial_lfa(lowerer, options, EDGE.gbuf.capacity_bytes)
+    unfused = unfused_baseline(lowerer).best
+    assert start.lfa.flc == () and start.lfa.tiling == (16,)
+    assert start.evaluation.latency_cycles < unfused.evaluation.latency_cycles / 5
+    sim = simulate(start.program, start.dlsa)
+    assert sim.latency_cycles == start.evaluation.latency_cycles
+    assert sim.peak_buffer_bytes <= EDGE.gbuf.capacity_bytes
+    lowerer = Lowerer(zoo.get("resnet50", 16), EDGE)
+    assert initial_lfa(lowerer, options, EDGE.gbuf.capacity_bytes).lfa == \
+        unfused_baseline(lowerer).best.lfa
