@@ -149,7 +149,7 @@ def _f(x, fmt: str) -> str:
     return "—" if x is None else format(x, fmt)
 
 
-def report(results: list[CaseResult]) -> str:
+def report(results: list[CaseResult], settings: str = "") -> str:
     lines = ["| network | hw | batch | Cocco cycles | SA stage 1 | SA stage 2 | speedup "
              "(stage 1) | speedup | energy vs Cocco | stage 2 gap to ideal | stage 2 gap "
              "to LFA bound | tiles Cocco / SA | LG / FLG | Cocco s | SA s | auto | auto vs "
@@ -192,6 +192,8 @@ def report(results: list[CaseResult]) -> str:
         lines.append(f"- auto: geomean latency gain {geo_sa:.3f}x over SA and "
                      f"{geo_cocco:.2f}x over Cocco; never worse than SA on "
                      f"{sum(r.auto_vs_sa >= 1 for r in autos)} of {len(autos)} cases")
+    if settings:
+        lines.append(f"- settings: {settings}")
     return "\n".join(lines) + "\n"
 
 
@@ -212,6 +214,10 @@ def main() -> None:
     cases = [tuple(c.split(":")) for c in args.cases] if args.cases else CASES
     work = [(net, hw, b) for b in args.batches for net, hw in cases]
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    limit = "none (SoMa iteration counts)" if args.time_limit is None \
+        else f"{args.time_limit:g} s"
+    settings = (f"time limit per method and case {limit}, seed {args.seed}, {args.jobs} "
+                "cases at a time")
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = [pool.submit(run_case, net, hw, b, args.time_limit, args.seed,
                                args.with_auto) for net, hw, b in work]
@@ -219,13 +225,13 @@ def main() -> None:
         for (net, hw, b), fut in zip(work, futures, strict=True):
             results.append(fut.result())
             print(f"done {net}/{hw}/b{b}", flush=True)
-            write(args.out, results)  # the table so far, in case the run is cut short
-    print(report(results))
+            write(args.out, results, settings)  # the table so far, in case the run is cut short
+    print(report(results, settings))
 
 
-def write(out: Path, results: list[CaseResult]) -> None:
+def write(out: Path, results: list[CaseResult], settings: str) -> None:
     """The markdown report and the CSV of every finished case."""
-    out.write_text(report(results))
+    out.write_text(report(results, settings))
     with out.with_suffix(".csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(asdict(results[0])) + [
             "speedup", "stage1_speedup", "energy_change", "gap_to_ideal", "auto_vs_sa"])

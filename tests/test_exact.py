@@ -18,7 +18,7 @@ from mipsched.formulations.exact import exact_search, relaxation_bound
 from mipsched.hw import load_hardware
 from mipsched.hw.model import Hardware
 from mipsched.schedule.lowering import Lowerer
-from mipsched.solve import solve
+from mipsched.solve import bound_report, solve
 from mipsched.workload import zoo
 from mipsched.workload.zoo.random_dags import random_dag
 
@@ -113,3 +113,48 @@ def test_exact_proves_chain3_and_no_method_is_faster(capacity: int | None) -> No
 def test_exact_proves_tiny_nets_and_no_method_is_faster(name: str,
                                                         capacity: int | None) -> None:
     check_methods_against_exact(name, capacity)
+
+
+def check_every_method_against_every_bound(seed: int, batch: int,
+                                           capacity: int | None) -> None:
+    """On a random DAG of at most 5 layers: every certified bound (network bounds and the
+    LFA relaxations of latency and energy) is at most the latency, energy and E x D of
+    every schedule every method returns, and no method beats the exact optimum (over
+    power-of-two tilings, the ones every method uses)."""
+    hw = EDGE if capacity is None else with_buffer(EDGE, capacity)
+    wl = random_dag(seed, n_layers=2 + seed % 4, batch=batch)
+    report = bound_report(wl, hw, time_limit=60, workers=1)
+    assert not report.skipped
+    exact = solve(wl, hw, "exact", time_limit=60, objective="latency", workers=1)
+    if exact.candidate is None:  # nothing fits: then no method finds a schedule either
+        assert exact.status == "infeasible"
+    else:
+        assert exact.status == "optimal"
+        assert report.latency.cycles <= exact.candidate.evaluation.latency_cycles
+    for method in ("baseline", "greedy", "dp", "cocco", "sa", "auto", "cpsat"):
+        outcome = solve(wl, hw, method, seed=seed, time_limit=3, workers=1)
+        if exact.candidate is None:
+            assert outcome.candidate is None, method
+            continue
+        assert outcome.status != "error", (method, outcome.reason)
+        if outcome.candidate is None:
+            continue  # a partition method may find nothing where other schedules fit
+        ev = outcome.candidate.evaluation
+        assert ev.latency_cycles >= exact.candidate.evaluation.latency_cycles, method
+        assert ev.latency_cycles >= report.latency.cycles, method
+        assert ev.energy_pj >= report.energy.value * (1 - 1e-12), method
+        assert ev.edp >= report.edp.value * (1 - 1e-12), method
+
+
+@pytest.mark.parametrize(("seed", "batch", "capacity"),
+                         [(3, 1, None), (6, 2, 40_000), (9, 4, 16_000)])
+def test_no_method_beats_a_bound_or_the_optimum(seed: int, batch: int,
+                                               capacity: int | None) -> None:
+    check_every_method_against_every_bound(seed, batch, capacity)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(200, 230))
+def test_no_method_beats_a_bound_or_the_optimum_more_nets(seed: int) -> None:
+    check_every_method_against_every_bound(seed, 1 + seed % 4,
+                                           [None, 60_000, 20_000, 10_000][seed % 4])

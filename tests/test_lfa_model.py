@@ -28,7 +28,6 @@ from mipsched.hw.model import Hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
-from mipsched.schedule.tile_program import TileProgram
 from mipsched.workload import zoo
 from mipsched.workload.graph import Workload
 from mipsched.workload.zoo.random_dags import random_dag
@@ -46,10 +45,6 @@ def _net(name: str) -> Workload:
 
 def _with_capacity(cap: int) -> Hardware:
     return dataclasses.replace(EDGE, gbuf=dataclasses.replace(EDGE.gbuf, capacity_bytes=cap))
-
-
-def _ideal(program: TileProgram) -> int:
-    return max(program.compute_cycles, -(-program.dram_bytes // program.dram_bytes_per_cycle))
 
 
 def _all_lfas(order: tuple[str, ...], tilings: tuple[int, ...]) -> Iterator[Lfa]:
@@ -76,7 +71,7 @@ def _brute(name: str, tilings: tuple[int, ...] = SMALL) -> list[tuple[Lfa, int, 
             continue
         ev = evaluate(program, default_dlsa(program), check=False)
         tie = program.compute_cycles * program.dram_bytes_per_cycle + program.dram_bytes
-        rows.append((lfa, _ideal(program), tie, ev.peak_buffer_bytes, program.energy_pj))
+        rows.append((lfa, program.ideal_cycles, tie, ev.peak_buffer_bytes, program.energy_pj))
     return rows
 
 
@@ -94,7 +89,7 @@ def _check_exact(lowerer: Lowerer, result: LfaSolution) -> None:
     assert result.candidate.evaluation.latency_cycles == ev.latency_cycles
     assert result.model_dram_bytes == program.dram_bytes
     assert result.model_compute_cycles == program.compute_cycles
-    assert result.model_ideal == _ideal(program)
+    assert result.model_ideal == program.ideal_cycles
 
 
 NETS = ["chain3", "chain5", "resblock", "fsrcnn", "dag0_6", "dag1_6", "dag2_5", "dag7_6"]
@@ -140,9 +135,11 @@ def _random_lfas(name: str, count: int) -> list[tuple[Lowerer, Lfa]]:
 
 
 def _pinned(lowerer: Lowerer, lfa: Lfa, objective: str,
-            groups: frozenset[str]) -> tuple[SegmentModel, SegmentTable, tuple[int, int, int]]:
+            groups: frozenset[str]
+            ) -> tuple[SegmentModel, SegmentTable, tuple[int, int, int, int]]:
     """The model with only `lfa`'s FLGs as candidates and every DRAM cut fixed (window
-    [0, 0)); the model's DRAM bytes, compute cycles and ideal at its optimum."""
+    [0, 0)); the model's DRAM bytes, compute cycles, ideal and DRAM cycles at its
+    optimum."""
     table = SegmentTable(lowerer, lfa.order, [(a, b, t) for (a, b), t in
                                               zip(lfa.flg_bounds(), lfa.tiling, strict=True)])
     model = SegmentModel(table, objective, 0, 0, lfa, table.tally(lfa), groups)
@@ -151,7 +148,7 @@ def _pinned(lowerer: Lowerer, lfa: Lfa, objective: str,
     if "path" in groups:
         assert model.decode(solution)[0] == lfa
     return model, table, (solution.value(model.dram), solution.value(model.compute),
-                          solution.value(model.ideal))
+                          solution.value(model.ideal), solution.value(model.dram_cycles))
 
 
 ACCOUNTING = ["chain5", "resblock", "dag3_6", "dag5_6"]
@@ -159,20 +156,23 @@ ACCOUNTING = ["chain5", "resblock", "dag3_6", "dag5_6"]
 
 @pytest.mark.parametrize("name", ACCOUNTING)
 def test_model_counts_every_lfa_like_lowering(name: str) -> None:
-    """Pinned to random LFAs, CP-SAT's DRAM bytes and compute cycles equal the lowered
-    program's (whether the objective pushes DRAM bytes down or not), and so does the
-    table's own tally used for incumbents."""
+    """Pinned to random LFAs, CP-SAT's DRAM bytes, DRAM cycles and compute cycles equal
+    the lowered program's (whether the objective pushes DRAM bytes down or not), and so
+    does the table's own tally used for incumbents."""
     for lowerer, lfa in _random_lfas(name, 10):
         program = lowerer.lower(lfa)
         for objective in ("ideal", "energy"):
-            _, table, (dram, compute, ideal) = _pinned(lowerer, lfa, objective,
-                                                       GROUPS - {"buffer"})
-            assert (dram, compute) == (program.dram_bytes, program.compute_cycles)
+            _, table, (dram, compute, ideal, dram_cycles) = _pinned(lowerer, lfa, objective,
+                                                                    GROUPS - {"buffer"})
+            assert (dram, compute, dram_cycles) == (program.dram_bytes,
+                                                    program.compute_cycles,
+                                                    program.dram_cycles)
             if objective == "ideal":
-                assert ideal == _ideal(program)
+                assert ideal == program.ideal_cycles
         tally = table.tally(lfa)
-        assert (tally.dram_bytes, tally.compute_cycles) == (program.dram_bytes,
-                                                             program.compute_cycles)
+        assert (tally.dram_bytes, tally.compute_cycles, tally.dram_cycles) == (
+            program.dram_bytes, program.compute_cycles, program.dram_cycles)
+        assert tally.ideal == program.ideal_cycles
         assert tally.energy_pj == pytest.approx(program.energy_pj)
 
 
@@ -186,9 +186,10 @@ def test_dropping_a_constraint_group_is_caught(dropped: str) -> None:
     for name in ACCOUNTING[:2]:
         for lowerer, lfa in _random_lfas(name, 6):
             program = lowerer.lower(lfa)
-            _, _, (dram, compute, _) = _pinned(lowerer, lfa, "energy",
-                                               GROUPS - {"buffer", dropped})
-            caught += (dram, compute) != (program.dram_bytes, program.compute_cycles)
+            _, _, (dram, compute, _, dram_cycles) = _pinned(lowerer, lfa, "energy",
+                                                            GROUPS - {"buffer", dropped})
+            caught += (dram, compute, dram_cycles) != (
+                program.dram_bytes, program.compute_cycles, program.dram_cycles)
     assert caught > 0
 
 
@@ -319,7 +320,7 @@ def test_never_worse_than_the_incumbent(name: str) -> None:
     lowerer = Lowerer(wl, EDGE)
     order = tuple(wl.layers)
     incumbent = Lfa(order, (), (3,), ())
-    inc_ideal = _ideal(lowerer.lower(incumbent))
+    inc_ideal = lowerer.lower(incumbent).ideal_cycles
     for time_limit, max_segment in ((20, 1), (0.0, 12)):
         result = solve_lfa(lowerer, incumbent=incumbent, max_segment=max_segment,
                            workers=1, time_limit=time_limit)
@@ -341,7 +342,7 @@ def test_windows_leave_the_rest_alone() -> None:
     program = Lowerer(wl, EDGE).lower(incumbent)
     peak = evaluate(program, default_dlsa(program)).peak_buffer_bytes
     lowerer = Lowerer(wl, _with_capacity(peak))
-    whole = _ideal(lowerer.lower(incumbent))
+    whole = lowerer.lower(incumbent).ideal_cycles
     for window, expected in (((2, 6), (2, 6)), ((3, 5), (2, 6)), ((0, 3), (0, 4))):
         result = solve_lfa(lowerer, incumbent=incumbent, window=window, workers=1,
                            time_limit=20)

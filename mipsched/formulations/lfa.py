@@ -8,7 +8,8 @@ u -> v if that edge went through DRAM (sum of the regions v's tiles read from u,
 included), and lower bounds on the buffer occupancy (see `SegmentTable._buffer_rows`).
 
 Variables: x[s] (segment chosen), d[k] (DRAM cut at boundary k), c[u,v] (edge crosses a
-DRAM cut), st[u] (u is stored), t[u,v] (bytes loaded over edge u -> v).
+DRAM cut), st[u] (u is stored), t[u,v] (bytes loaded over edge u -> v), tc[u,v] (DRAM
+cycles of those loads), sc[u] (DRAM cycles of u's stores).
 
 Constraint groups (named, so a test can drop one and see the exactness check fail):
 - `path`:            the chosen segments form a path 0 -> n over boundaries (flow)
@@ -16,13 +17,17 @@ Constraint groups (named, so a test can drop one and see the exactness check fai
 - `crossing`:        c[u,v] = OR of d[k], pos(u) < k <= pos(v)
 - `store`:           st[u] = OR of d[k], pos(u) < k <= last consumer (1 for outputs)
 - `load`:            t[u,v] = sum of x[s] * bytes_s(u,v) over s holding v if c[u,v], else 0
+                     (tc[u,v] likewise with the loads' DRAM cycles)
 - `buffer`:          x[s] => each buffer row of s <= capacity (a row: a lower bound on the
                      default DLSA's occupancy at one tile of s, linear in c, st and the
                      next FLG's prefetched loads pf[u,v])
 
 DRAM bytes = sum x[s] * fixed_s + sum st[u] * ofmap(u) + sum t[u,v]: exactly the bytes of
-the decoded LFA's tile program. Compute cycles = sum x[s] * cycles_s, also exact. So the
-"ideal" objective max(compute, ceil(DRAM bytes / bandwidth)) is exact.
+the decoded LFA's tile program. DRAM cycles, the same sum over the program's DRAM tensors
+of ceil(bytes / bandwidth) each (one per weight and FLG, per tile and loaded input, per
+tile and stored share; sc[u] = the stores' cycles at the tiling of u's segment), and
+compute cycles = sum x[s] * cycles_s are exact too. So the "ideal" objective
+max(compute cycles, DRAM cycles) is exactly the program's ideal.
 
 The buffer rows only relax the fit (they never exclude an LFA that fits; what they miss,
 e.g. the previous FLG's stores still live at a segment's first tile, is small). Fit is
@@ -96,6 +101,13 @@ class Segment:
     """Buffer bytes the default DLSA holds at some tile of the segment in any LFA."""
     rows: tuple[BufferRow, ...]
     """Lower bounds on the default DLSA's occupancy at some of the segment's tiles."""
+    fixed_cycles: int = 0
+    """DRAM cycles of the transfers behind `fixed_bytes` (each ceil(bytes / bandwidth))."""
+    load_cycles: dict[Edge, int] = dataclasses.field(default_factory=dict)
+    """DRAM cycles of the loads behind `loads`, per in-edge."""
+    store_cycles: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Per layer of the segment, the DRAM cycles of storing its ofmap (one store per
+    tile's share)."""
     head_cycles: int = 0
     """DRAM cycles of the transfers its first tile surely loads: the first layer's
     weights and its network-input regions, each ceil(bytes / bandwidth) (`head_tail`)."""
@@ -119,19 +131,18 @@ class Tally:
     compute_cycles: int
     dram_bytes: int
     energy_pj: float
+    dram_cycles: int
+    """Sum over the DRAM tensors of ceil(bytes / bandwidth)."""
 
-    def ideal(self, bytes_per_cycle: int) -> int:
-        return _ideal(self.compute_cycles, self.dram_bytes, bytes_per_cycle)
+    @property
+    def ideal(self) -> int:
+        """max(compute cycles, DRAM cycles): the DLSA-independent ideal."""
+        return max(self.compute_cycles, self.dram_cycles)
 
 
 #: Segments without buffer rows by (layers, tiling number), None for an FLG that does not
 #: lower: shared by the SegmentTables of several orders of one workload and hardware.
 SegmentCache = dict[tuple[tuple[str, ...], int], Segment | None]
-
-
-def _ideal(compute_cycles: int, dram_bytes: int, bytes_per_cycle: int) -> int:
-    """max(compute, ceil(DRAM bytes / bandwidth)) in cycles: the DLSA-independent ideal."""
-    return max(compute_cycles, -(-dram_bytes // bytes_per_cycle))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -142,7 +153,8 @@ class LfaSolution:
     candidate: Candidate | None
     """`lfa` lowered and evaluated with the default DLSA (it fits the buffer)."""
     model_ideal: int | None
-    """The model's ideal of `lfa` (cycles): max(compute, ceil(DRAM bytes / bandwidth))."""
+    """The model's ideal of `lfa` (cycles): max(compute cycles, DRAM cycles), equal to
+    its tile program's ideal."""
     model_dram_bytes: int | None
     model_compute_cycles: int | None
     status: SolveStatus | None
@@ -216,9 +228,13 @@ class SegmentTable:
         except ScheduleError:
             return None
         eb = wl.elem_bytes
+        bpc = self.lowerer.hw.dram.bytes_per_cycle
         cycles = sum(c.cycles for n in layers for c in plan.costs[n] if c is not None)
         energy = sum(c.energy_pj for n in layers for c in plan.costs[n] if c is not None)
         fixed = sum(wl.weight_bytes(n) for n in layers if wl.layers[n].has_weights)
+        fixed_cycles = sum(-(-wl.weight_bytes(n) // bpc) for n in layers
+                           if wl.layers[n].has_weights)
+        load_cycles: dict[Edge, int] = {}
         loads: dict[Edge, int] = {}
         first_loads: dict[str, int] = {}
         first_fixed = 0
@@ -239,13 +255,18 @@ class SegmentTable:
                     size = region.elems(wl.shape_of(src).c) * eb
                     if src in wl.layers:
                         loads[(src, v)] = loads.get((src, v), 0) + size
+                        load_cycles[(src, v)] = load_cycles.get((src, v), 0) - (-size // bpc)
                     else:
                         fixed += size
+                        fixed_cycles -= -size // bpc
         floor, rows = (self._buffer_rows(start, stop, plan.tiles) if self.with_buffer
                        else (0, ()))
+        store_cycles = {n: sum(-(-(size or 0) // bpc) for size in plan.share_bytes[n])
+                        for n in layers}
         ends = self._ends(layers, plan)
         return Segment(start, stop, tiling, cycles, energy, fixed, loads, first_loads,
-                       first_fixed, floor, rows, *ends)
+                       first_fixed, floor, rows, fixed_cycles, load_cycles, store_cycles,
+                       *ends)
 
     def _ends(self, layers: tuple[str, ...], plan) -> tuple[int, ...]:
         """head_cycles, tail_cycles, head_all_cycles, skip_cycles, first_cycles and
@@ -404,16 +425,21 @@ class SegmentTable:
         seg_of = {p: s for s in segs for p in range(s.start, s.stop)}
         cuts = sorted(lfa.dram_cuts)
         dram = sum(s.fixed_bytes for s in segs) + self.output_bytes
+        dram_cycles = sum(s.fixed_cycles for s in segs)
         outputs = set(self.lowerer.workload.outputs)
         for u in self.order:
-            if u not in outputs and _crosses(cuts, self.pos[u], self.last_use[u]):
+            if u in outputs:  # always stored; its bytes are in output_bytes
+                dram_cycles += seg_of[self.pos[u]].store_cycles[u]
+            elif _crosses(cuts, self.pos[u], self.last_use[u]):
                 dram += self.ofmap[u]
+                dram_cycles += seg_of[self.pos[u]].store_cycles[u]
         for u, v in self.edges:
             if _crosses(cuts, self.pos[u], self.pos[v]):
                 dram += seg_of[self.pos[v]].loads.get((u, v), 0)
+                dram_cycles += seg_of[self.pos[v]].load_cycles.get((u, v), 0)
         return Tally(sum(s.compute_cycles for s in segs), dram,
                      sum(s.energy_pj for s in segs)
-                     + dram * self.lowerer.hw.dram.energy_pj_per_byte)
+                     + dram * self.lowerer.hw.dram.energy_pj_per_byte, dram_cycles)
 
 
 def _crosses(cuts: list[int], lo: int, hi: int) -> bool:
@@ -480,19 +506,42 @@ class SegmentModel:
                 self.st[u] = any_cut(pos[u], table.last_use[u], f"st_{u}")
             else:
                 self.st[u] = m.new_bool_var(f"st_{u}")
-        holding: dict[Edge, list[tuple[object, int]]] = {e: [] for e in table.edges}
+        holding: dict[Edge, list[tuple[object, int, int]]] = {e: [] for e in table.edges}
         for key, seg in table.segments.items():
             for e, size in seg.loads.items():
-                holding[e].append((self.x[key], size))
+                holding[e].append((self.x[key], size, seg.load_cycles[e]))
         self.t = {}
-        dram_top = table.output_bytes + sum(table.ofmap.values())
+        self.tc: dict[Edge, IntVar] = {}
+        """DRAM cycles of the loads over edge (u, v)."""
+        cycles_top = 0  # no LFA moves more DRAM cycles
         for e, terms in holding.items():
-            top = max((size for _, size in terms), default=0)
-            dram_top += top
+            top = max((size for _, size, _ in terms), default=0)
+            ctop = max((cyc for _, _, cyc in terms), default=0)
+            cycles_top += ctop
             var = self.t[e] = m.new_int_var(0, top, f"t_{e[0]}_{e[1]}")
+            cvar = self.tc[e] = m.new_int_var(0, ctop, f"tc_{e[0]}_{e[1]}")
             if "load" in groups:
-                m.add(var == sum(x * size for x, size in terms)).only_enforce_if(self.c[e])
+                m.add(var == sum(x * size for x, size, _ in terms)).only_enforce_if(self.c[e])
                 m.add(var == 0).only_enforce_if(self.c[e].negated())
+                m.add(cvar == sum(x * cyc for x, _, cyc in terms)).only_enforce_if(
+                    self.c[e])
+                m.add(cvar == 0).only_enforce_if(self.c[e].negated())
+        holding_u: dict[str, list[tuple[object, int]]] = {u: [] for u in order}
+        for key, seg in table.segments.items():
+            for u, cyc in seg.store_cycles.items():
+                holding_u[u].append((self.x[key], cyc))
+        self.sc: dict[str, IntVar] = {}
+        """DRAM cycles of storing u's ofmap (0 when it stays on chip)."""
+        for u, terms in holding_u.items():
+            ctop = max((cyc for _, cyc in terms), default=0)
+            cycles_top += ctop
+            var = self.sc[u] = m.new_int_var(0, ctop, f"sc_{u}")
+            made = sum(x * cyc for x, cyc in terms)
+            if u in self.st:
+                m.add(var == made).only_enforce_if(self.st[u])
+                m.add(var == 0).only_enforce_if(self.st[u].negated())
+            else:  # a network output, always stored
+                m.add(var == made)
         self.pf: dict[Edge, IntVar] = {}
         """Prefetched first-tile load of v from u (v first in its FLG), buffer group."""
         if "buffer" in groups:
@@ -507,23 +556,27 @@ class SegmentModel:
                      + table.output_bytes + sum(table.ofmap[u] * var
                                                 for u, var in self.st.items())
                      + sum(self.t.values()))
-        most: dict[int, tuple[int, int]] = {}  # per start: max compute, max fixed bytes
+        """DRAM bytes."""
+        self.dram_cycles = (sum(seg.fixed_cycles * self.x[key]
+                                for key, seg in table.segments.items())
+                            + sum(self.sc.values()) + sum(self.tc.values()))
+        """DRAM cycles: the sum of ceil(bytes / bandwidth) over the DRAM tensors."""
+        most: dict[int, tuple[int, int]] = {}  # per start: max compute, max fixed cycles
         for (a, _, _), seg in table.segments.items():
             c0, f0 = most.get(a, (0, 0))
-            most[a] = (max(c0, seg.compute_cycles), max(f0, seg.fixed_bytes))
-        dram_top += sum(f for _, f in most.values())
-        horizon = max(sum(c for c, _ in most.values()), -(-dram_top // bpc))
+            most[a] = (max(c0, seg.compute_cycles), max(f0, seg.fixed_cycles))
+        cycles_top += sum(f for _, f in most.values())
+        horizon = max(sum(c for c, _ in most.values()), cycles_top)
         if "head_tail" in groups:  # head + later compute + tail may exceed both
             ends = [max(seg.head_cycles, seg.head_all_cycles) + seg.tail_all_cycles
                     for seg in table.segments.values()]
-            horizon = (sum(c for c, _ in most.values()) + -(-dram_top // bpc)
-                       + max(ends, default=0))
+            horizon = sum(c for c, _ in most.values()) + cycles_top + max(ends, default=0)
         self.horizon = horizon
         self.ideal = m.new_int_var(0, horizon, "ideal")
         m.add(self.ideal >= self.compute)
-        m.add(self.ideal * bpc >= self.dram)
+        m.add(self.ideal >= self.dram_cycles)
         self.head_tail_terms: list[tuple[object, object]] = []
-        """(an FLG starts at k, the head-and-tail bound x bandwidth) of the group."""
+        """(an FLG starts at k, the head-and-tail bound in cycles) of the group."""
         if "head_tail" in groups:
             self._head_tail(starting)
         per_byte = Fraction(hw.dram.energy_pj_per_byte).limit_denominator(1000)
@@ -539,7 +592,7 @@ class SegmentModel:
             self.cost = energy
         else:
             self.alpha = max(1, round(reference.energy_pj * per_byte.denominator
-                                      / max(1, reference.ideal(bpc))))
+                                      / max(1, reference.ideal)))
             self.cost = self.alpha * self.ideal + energy
         m.minimize(self.cost)
         self.tie = self.compute * bpc + self.dram
@@ -558,7 +611,6 @@ class SegmentModel:
           last: ... + (cycles from k to that tile) + the last FLG's tail_all.
         With it, `ideal` is the largest of these bounds and of the ideal."""
         table, m = self.table, self.model
-        bpc = table.lowerer.hw.dram.bytes_per_cycle
         pos = table.pos
         n = len(table.order)
         segs = table.segments
@@ -570,9 +622,9 @@ class SegmentModel:
         for k in range(n):
             if not starting[k]:
                 continue
-            before = (sum(seg.fixed_bytes * self.x[key] for key, seg in segs.items()
+            before = (sum(seg.fixed_cycles * self.x[key] for key, seg in segs.items()
                           if key[1] <= k)
-                      + sum(var for (u, v), var in self.t.items() if pos[v] < k))
+                      + sum(var for (u, v), var in self.tc.items() if pos[v] < k))
             at_k = [(self.x[key], seg) for key, seg in segs.items() if key[0] == k]
             head = sum(seg.head_cycles * x for x, seg in at_k)
             late = sum((seg.head_all_cycles - seg.skip_cycles) * x for x, seg in at_k)
@@ -582,32 +634,29 @@ class SegmentModel:
             m.add(here == sum(x for x, _ in at_k))
             not_last = m.new_bool_var(f"flg_starts_{k}_not_last")
             m.add(not_last == sum(x for x, seg in at_k if seg.stop < n))
-            for literal, bound in ((here, before + (head + after + tail) * bpc),
-                                   (here, before + (late + after + tail) * bpc),
-                                   (not_last, before + (late + after - last_rest) * bpc)):
-                m.add(self.ideal * bpc >= bound).only_enforce_if(literal)
+            for literal, bound in ((here, before + head + after + tail),
+                                   (here, before + late + after + tail),
+                                   (not_last, before + late + after - last_rest)):
+                m.add(self.ideal >= bound).only_enforce_if(literal)
                 self.head_tail_terms.append((literal, bound))
 
     def pin_ideal(self) -> None:
         """Makes `ideal` equal to the largest of its lower bounds, not just at least it,
         so that every LFA has one value and LFAs can be enumerated one by one."""
-        m, bpc = self.model, self.table.lowerer.hw.dram.bytes_per_cycle
+        m = self.model
         top = self.horizon
 
-        def ceil_of(expr, name: str, when=None):
-            var = m.new_int_var(0, top, name)
-            lo = m.add(var * bpc >= expr)
-            hi = m.add(var * bpc <= expr + bpc - 1)
-            if when is not None:
-                lo.only_enforce_if(when)
-                hi.only_enforce_if(when)
+        def term(expr, name: str, when=None):
+            var = m.new_int_var(-top, top, name)
+            if when is None:
+                m.add(var == expr)
+            else:
+                m.add(var == expr).only_enforce_if(when)
                 m.add(var == 0).only_enforce_if(when.negated())
             return var
 
-        compute = m.new_int_var(0, top, "compute")
-        m.add(compute == self.compute)
-        terms = [compute, ceil_of(self.dram, "dram_cycles")]
-        terms += [ceil_of(bound, f"head_tail_{k}", here)
+        terms = [term(self.compute, "compute"), term(self.dram_cycles, "dram_cycles")]
+        terms += [term(bound, f"head_tail_{k}", here)
                   for k, (here, bound) in enumerate(self.head_tail_terms)]
         m.add_max_equality(self.ideal, terms)
 
@@ -664,7 +713,7 @@ class SegmentModel:
         table = self.table
         tally = table.tally(lfa)
         bpc = table.lowerer.hw.dram.bytes_per_cycle
-        ideal = tally.ideal(bpc)
+        ideal = tally.ideal
         energy = (sum(self._energy_units(table.segments[key]) for key in flg_keys(lfa))
                   + self.per_byte.numerator * tally.dram_bytes)
         if self.objective == "ideal":
@@ -698,13 +747,18 @@ class SegmentModel:
             m.add_hint(var, crossing)
             m.add_hint(self.t[(u, v)],
                        seg_of[pos[v]].loads.get((u, v), 0) if crossing else 0)
+            m.add_hint(self.tc[(u, v)],
+                       seg_of[pos[v]].load_cycles.get((u, v), 0) if crossing else 0)
         for u, var in self.st.items():
             m.add_hint(var, _crosses(cuts, pos[u], table.last_use[u]))
+        for u, var in self.sc.items():
+            stored = u not in self.st or _crosses(cuts, pos[u], table.last_use[u])
+            m.add_hint(var, seg_of[pos[u]].store_cycles[u] if stored else 0)
         for (u, v), var in self.pf.items():
             first = seg_of[pos[v]] if seg_of[pos[v]].start == pos[v] else None
             m.add_hint(var, first.first_loads.get(u, 0)
                        if first is not None and _crosses(cuts, pos[u], pos[v]) else 0)
-        m.add_hint(self.ideal, table.tally(lfa).ideal(table.lowerer.hw.dram.bytes_per_cycle))
+        m.add_hint(self.ideal, table.tally(lfa).ideal)
 
     def decode(self, solution) -> tuple[Lfa, list[tuple[int, int, int]]]:
         keys = sorted(key for key, var in self.x.items() if solution.boolean(var))
@@ -762,7 +816,8 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
               groups: frozenset[str] = GROUPS, stop: threading.Event | None = None
               ) -> LfaSolution:
     """The best LFA of `order` (default: the incumbent's order, else the workload's layer
-    order) for `objective` ("ideal": max(compute, ceil(DRAM bytes / bandwidth)) cycles;
+    order) for `objective` ("ideal": max(compute cycles, DRAM cycles), as in its tile
+    program;
     "energy": tile energy + DRAM energy; "edp": ideal x E_ref / D_ref + energy, the
     first-order expansion of E x D around the incumbent (or the unfused LFA)).
     FLGs are drawn from segments of at most `max_segment` layers with a tiling number
@@ -802,7 +857,6 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
         inc_candidate = _fitting(lowerer, incumbent)[0]
         keys += flg_keys(incumbent)
     table = SegmentTable(lowerer, order, keys)
-    bpc = lowerer.hw.dram.bytes_per_cycle
     if incumbent is not None:
         inc_tally = table.tally(incumbent)
     reference = inc_tally or unfused_tally(table)
@@ -826,7 +880,7 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
               "segments": len(table.segments)}
     if inc_candidate is not None and inc_tally is not None and (
             found is None or found.rank >= model.rank(incumbent)):
-        return LfaSolution(incumbent, inc_candidate, inc_tally.ideal(bpc),
+        return LfaSolution(incumbent, inc_candidate, inc_tally.ideal,
                            inc_tally.dram_bytes, inc_tally.compute_cycles, improved=False,
                            **common)
     if found is None:
@@ -871,7 +925,7 @@ def _rounds(model: SegmentModel, deadline: float | None, runs: int, workers: int
             rank = (solution.value(model.cost),
                     solution.value(model.tie) if model.objective == "ideal" else 0)
             dram, compute = solution.value(model.dram), solution.value(model.compute)
-            ideal = _ideal(compute, dram, lowerer.hw.dram.bytes_per_cycle)
+            ideal = max(compute, solution.value(model.dram_cycles))
             return status, _Found(lfa, candidate, ideal, dram, compute, rank), done, rounds
         if status.interrupted:
             break
@@ -889,7 +943,7 @@ def unfused_tally(table: SegmentTable) -> Tally:
     for p in range(n):
         options = [t for (a, b, t) in table.segments if a == p and b == p + 1]
         if not options:
-            return Tally(1, 0, 1.0)
+            return Tally(1, 0, 1.0, 0)
         tiling.append(min(options))
     cuts = tuple(range(1, n))
     return table.tally(Lfa(table.order, cuts, tuple(tiling), cuts))
