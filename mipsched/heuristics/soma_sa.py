@@ -149,12 +149,14 @@ def run_sa(lowerer: Lowerer, options: SearchOptions,
         return _run_sa(lowerer, options, settings or SaSettings())
 
 
-def initial_lfa(lowerer: Lowerer, options: SearchOptions, limit: int) -> Candidate:
+def initial_lfa(lowerer: Lowerer, options: SearchOptions, limit: int,
+                deadline: float | None = None) -> Candidate:
     """Stage 1's start under a buffer limit (bytes): the unfused schedule, or the
-    single-FLG one over the same order when its cost is lower. Raises InfeasibleError
-    when the unfused schedule cannot fit."""
+    single-FLG one over the same order when its cost is lower (tried until `deadline`,
+    time.perf_counter() seconds). Raises InfeasibleError when the unfused schedule
+    cannot fit."""
     unfused = unfused_baseline(lowerer, buffer_limit=limit).best
-    fused = single_flg_start(lowerer, options.objective, unfused.lfa.order, limit)
+    fused = single_flg_start(lowerer, options.objective, unfused.lfa.order, limit, deadline)
     if fused is not None and options.objective.cost(fused.evaluation) < \
             options.objective.cost(unfused.evaluation):
         return fused
@@ -166,14 +168,14 @@ def _run_sa(lowerer: Lowerer, options: SearchOptions, settings: SaSettings) -> S
     rng = random.Random(options.seed)
     capacity = lowerer.hw.gbuf.capacity_bytes
     limit = capacity
-    start = initial_lfa(lowerer, options, limit)
+    start = initial_lfa(lowerer, options, limit, deadline)
     rounds: list[SaRound] = []
     best_round: SaRound | None = None
     misses = 0
     while len(rounds) < settings.max_rounds and misses < settings.patience and limit > 0:
         if start.evaluation.peak_buffer_bytes > limit:
             try:  # a start that fits the lower limit
-                start = initial_lfa(lowerer, options, limit)
+                start = initial_lfa(lowerer, options, limit, deadline)
             except InfeasibleError:
                 break
         layers = len(lowerer.workload.layers)
