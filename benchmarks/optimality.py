@@ -4,8 +4,7 @@ Part 1, tiny nets (chain3, chain5, resblock, fsrcnn; edge and edge with a 512 Ki
 buffer): `solve --method exact` (latency), the time it takes to prove its optimum, and
 every heuristic's gap to that optimum. Target: every case proven within 60 s.
 Part 2, the SoMa Fig. 6 cases: the best latency found (SA stage 2 or auto, read from
-the tables soma_fig6.py writes: results/soma_fig6.csv and, with --with-auto on the
-hardest cases, results/soma_fig6_auto.csv), the strongest certified
+the tables soma_fig6.py writes, by default results/soma_fig6.csv), the strongest certified
 bound (`mipsched bound`; nets above 16 layers get the network bounds only) and the
 certified gap = (best - bound) / best. Targets: <= 10 % on every case, <= 5 % geomean.
 
@@ -124,7 +123,7 @@ def main() -> None:
                         help="seconds for the bounds of each SoMa Fig. 6 case")
     parser.add_argument("--heuristic-seconds", type=float, default=20.0)
     parser.add_argument("--fig6-csv", type=Path, nargs="+",
-                        default=[RESULTS / "soma_fig6.csv", RESULTS / "soma_fig6_auto.csv"],
+                        default=[RESULTS / "soma_fig6.csv"],
                         help="soma_fig6.py tables; the best latency per case over all "
                              "(missing files are skipped)")
     parser.add_argument("--skip-tiny", action="store_true",
