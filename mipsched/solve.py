@@ -34,6 +34,7 @@ from mipsched.formulations.exact import (
     relaxation_bound,
 )
 from mipsched.formulations.feasibility import explain_infeasibility
+from mipsched.formulations.lfa import SegmentCache
 from mipsched.heuristics.auto import auto, cpsat, exact
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
@@ -306,8 +307,10 @@ def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = No
     else:
         lowerer = Lowerer(workload, hw)
         half = (RELAXATION_SECONDS if time_limit is None else time_limit) / 2
-        cycles, complete = relaxation_bound(lowerer, half, workers)
-        energy_pj, energy_complete = energy_relaxation_bound(lowerer, half, workers)
+        segments: SegmentCache = {}
+        cycles, complete = relaxation_bound(lowerer, half, workers, shared=segments)
+        energy_pj, energy_complete = energy_relaxation_bound(lowerer, half, workers,
+                                                             shared=segments)
         if complete:
             latency_bounds.append(Bound(
                 "lfa_relaxation", math.ceil(cycles),

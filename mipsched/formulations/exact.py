@@ -163,14 +163,15 @@ def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
 def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
                      workers: int | None = None, seed: int = 0,
                      tilings: tuple[int, ...] | None = None,
-                     max_orders: int = MAX_ORDERS) -> tuple[float, bool]:
+                     max_orders: int = MAX_ORDERS, shared: SegmentCache | None = None
+                     ) -> tuple[float, bool]:
     """The least LFA bound (the ideal raised by the head-and-tail terms) over the LFAs of
     every order (cycles), or the CP-SAT proven bound when a run does not finish; and
     whether every order was covered (not so when there are more than `max_orders`, or
-    time runs out first: the value is then no bound)."""
+    time runs out first: the value is then no bound). `shared`: segments summarised
+    before, by another relaxation of the same workload and hardware."""
     tilings = tilings or power_tilings(lowerer.workload)
-
-    shared: SegmentCache = {}
+    shared = {} if shared is None else shared
 
     def least_bound(order: tuple[str, ...], deadline: float | None) -> float:
         return _least_bound(_relaxed_model(lowerer, order, tilings, deadline, shared),
@@ -182,15 +183,16 @@ def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
 def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
                             workers: int | None = None, seed: int = 0,
                             tilings: tuple[int, ...] | None = None,
-                            max_orders: int = MAX_ORDERS) -> tuple[float, bool]:
+                            max_orders: int = MAX_ORDERS, shared: SegmentCache | None = None
+                            ) -> tuple[float, bool]:
     """The least energy over the LFAs of every order (pJ, static power excluded: the
     energy of an LFA does not depend on its DLSA), from the segment model's energy
     objective without its buffer group (or its proven CP-SAT bound when a run does not
     finish); and whether every order was covered (as in relaxation_bound). Segment
     energies are rounded to the model's unit, so the bound is lowered by half a unit per
-    FLG."""
+    FLG. `shared` as in relaxation_bound."""
     tilings = tilings or power_tilings(lowerer.workload)
-    shared: SegmentCache = {}
+    shared = {} if shared is None else shared
 
     def least_energy(order: tuple[str, ...], deadline: float | None) -> float:
         n = len(order)

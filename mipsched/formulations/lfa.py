@@ -223,8 +223,8 @@ class SegmentTable:
     def _new_segment(self, start: int, stop: int, tiling: int) -> Segment | None:
         wl = self.lowerer.workload
         layers = self.order[start:stop]
-        try:
-            plan = self.lowerer.plan(layers, tiling)
+        try:  # shared tables summarise every FLG of many orders: plans not kept
+            plan = self.lowerer.plan(layers, tiling, remember=self.shared is None)
         except ScheduleError:
             return None
         eb = wl.elem_bytes
@@ -567,10 +567,15 @@ class SegmentModel:
             most[a] = (max(c0, seg.compute_cycles), max(f0, seg.fixed_cycles))
         cycles_top += sum(f for _, f in most.values())
         horizon = max(sum(c for c, _ in most.values()), cycles_top)
-        if "head_tail" in groups:  # head + later compute + tail may exceed both
-            ends = [max(seg.head_cycles, seg.head_all_cycles) + seg.tail_all_cycles
-                    for seg in table.segments.values()]
-            horizon = sum(c for c, _ in most.values()) + cycles_top + max(ends, default=0)
+        if "head_tail" in groups:
+            # every head-and-tail bound is at most (DRAM cycles before) + (a head of one
+            # FLG) + (compute from there on) + (a tail of another FLG): a horizon below
+            # that would make the LFAs whose bound exceeds it infeasible, and the least
+            # bound over the rest no bound at all
+            segs = table.segments.values()
+            heads = max((max(s.head_cycles, s.head_all_cycles) for s in segs), default=0)
+            tails = max((max(s.tail_cycles, s.tail_all_cycles) for s in segs), default=0)
+            horizon = sum(c for c, _ in most.values()) + cycles_top + heads + tails
         self.horizon = horizon
         self.ideal = m.new_int_var(0, horizon, "ideal")
         m.add(self.ideal >= self.compute)

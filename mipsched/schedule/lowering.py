@@ -79,11 +79,16 @@ class Lowerer:
         self._weights = {n: workload.weight_bytes(n) for n, lay in workload.layers.items()
                          if lay.has_weights}
 
-    def plan(self, layers: tuple[str, ...], tiling: int) -> _FlgPlan:
+    def plan(self, layers: tuple[str, ...], tiling: int, remember: bool = True) -> _FlgPlan:
+        """The FLG's plan, memoised unless `remember` is False (a caller that summarises
+        thousands of FLGs once each, with up to thousands of tiles each, would otherwise
+        hold gigabytes of tile regions)."""
         key = (layers, tiling)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._plans[key] = self._make_plan(layers, tiling)
+            plan = self._make_plan(layers, tiling)
+            if remember:
+                self._plans[key] = plan
         return plan
 
     def _make_plan(self, layers: tuple[str, ...], tiling: int) -> _FlgPlan:
