@@ -116,11 +116,12 @@ def test_exact_proves_tiny_nets_and_no_method_is_faster(name: str,
 
 
 def check_every_method_against_every_bound(seed: int, batch: int,
-                                           capacity: int | None) -> None:
-    """On a random DAG of at most 5 layers: every certified bound (network bounds and the
-    LFA relaxations of latency and energy) is at most the latency, energy and E x D of
-    every schedule every method returns, and no method beats the exact optimum (over
-    power-of-two tilings, the ones every method uses)."""
+                                           capacity: int | None) -> str:
+    """On a random DAG of at most 5 layers: every certified bound (network bounds, the
+    LFA relaxations of latency and energy, and the exact search's bound, which is the
+    optimum over power-of-two tilings, the ones every method uses, when it is proven) is
+    at most the latency, energy and E x D of every schedule every method returns.
+    Returns the exact search's status."""
     hw = EDGE if capacity is None else with_buffer(EDGE, capacity)
     wl = random_dag(seed, n_layers=2 + seed % 4, batch=batch)
     report = bound_report(wl, hw, time_limit=60, workers=1)
@@ -129,8 +130,9 @@ def check_every_method_against_every_bound(seed: int, batch: int,
     if exact.candidate is None:  # nothing fits: then no method finds a schedule either
         assert exact.status == "infeasible"
     else:
-        assert exact.status == "optimal"
+        assert exact.status in ("optimal", "feasible")
         assert report.latency.cycles <= exact.candidate.evaluation.latency_cycles
+        assert exact.bound.cycles <= exact.candidate.evaluation.latency_cycles
     for method in ("baseline", "greedy", "dp", "cocco", "sa", "auto", "cpsat"):
         outcome = solve(wl, hw, method, seed=seed, time_limit=3, workers=1)
         if exact.candidate is None:
@@ -140,17 +142,19 @@ def check_every_method_against_every_bound(seed: int, batch: int,
         if outcome.candidate is None:
             continue  # a partition method may find nothing where other schedules fit
         ev = outcome.candidate.evaluation
-        assert ev.latency_cycles >= exact.candidate.evaluation.latency_cycles, method
+        assert ev.latency_cycles >= exact.bound.cycles, method
         assert ev.latency_cycles >= report.latency.cycles, method
         assert ev.energy_pj >= report.energy.value * (1 - 1e-12), method
         assert ev.edp >= report.edp.value * (1 - 1e-12), method
+    return exact.status
 
 
 @pytest.mark.parametrize(("seed", "batch", "capacity"),
                          [(3, 1, None), (6, 2, 40_000), (9, 4, 16_000)])
 def test_no_method_beats_a_bound_or_the_optimum(seed: int, batch: int,
                                                capacity: int | None) -> None:
-    check_every_method_against_every_bound(seed, batch, capacity)
+    # these three are proven well within the minute
+    assert check_every_method_against_every_bound(seed, batch, capacity) == "optimal"
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ from mipsched.formulations.lfa import (
     LfaSolution,
     SegmentModel,
     SegmentTable,
+    flg_keys,
     solve_lfa,
 )
 from mipsched.formulations.solver import solve
@@ -28,6 +29,7 @@ from mipsched.hw.model import Hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
+from mipsched.schedule.prefetch_dlsa import tight_dlsa
 from mipsched.workload import zoo
 from mipsched.workload.graph import Workload
 from mipsched.workload.zoo.random_dags import random_dag
@@ -373,3 +375,25 @@ def test_bad_arguments() -> None:
         solve_lfa(lowerer, order=tuple(reversed(order)))
     with pytest.raises(ScheduleError):
         solve_lfa(lowerer, order=order, incumbent=Lfa(order[::-1], (), (1,), ()))
+
+
+@pytest.mark.parametrize("name", ["chain5", "resblock", "fsrcnn", "dag3_6", "dag5_6",
+                                  "dag7_6"])
+def test_fit_floor_is_held_under_the_tightest_dlsa(name: str) -> None:
+    """For random LFAs, every FLG's fit_floor is at most the peak, over its tiles, of the
+    occupancy under the tight DLSA (each load live only over its uses, each store only
+    at its producer): the least buffer any DLSA holds there. So excluding segments whose
+    floor exceeds the buffer excludes no LFA that fits."""
+    for lowerer, lfa in _random_lfas(name, 10):
+        program = lowerer.lower(lfa)
+        occupancy = buffer_profile(program, tight_dlsa(program))  # index: tile + 1
+        table = SegmentTable(lowerer, lfa.order, flg_keys(lfa))
+        first = 0
+        for key in flg_keys(lfa):
+            seg = table.segments[key]
+            tiles = sum(1 for t in program.tiles if seg.start <= lfa.order.index(t.layer)
+                        < seg.stop)
+            peak = max(occupancy[first + 1:first + tiles + 1])
+            assert seg.fit_floor <= peak, (key, seg.fit_floor, peak)
+            assert seg.fit_floor > 0
+            first += tiles

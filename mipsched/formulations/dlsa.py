@@ -172,12 +172,16 @@ def add_buffer_limits(m: CpModel, program: TileProgram, ranges: list[tuple[int, 
 
 def solve_dlsa(program: TileProgram, hint: Dlsa | None = None,
                time_limit: float | None = None, workers: int | None = None, seed: int = 0,
-               groups: frozenset[str] = GROUPS, stop: threading.Event | None = None
-               ) -> DlsaSolution:
+               groups: frozenset[str] = GROUPS, stop: threading.Event | None = None,
+               below: int | None = None) -> DlsaSolution:
     """The best DLSA of `program` the model finds within the limit (or until `stop` is
     set); never worse than `hint` (which must be valid). With every group enabled and
-    status optimal, it is the best DLSA there is."""
+    status optimal, it is the best DLSA there is. With `below` (cycles), only DLSAs
+    faster than that are sought: status infeasible then proves there is none (bound =
+    `below`), usually much sooner than an optimum would be proven."""
     model = _Model(program, groups)
+    if below is not None:
+        model.model.add(model.makespan <= below - 1)
     hint_latency = None
     if hint is not None:
         model.hint(hint)
@@ -198,7 +202,7 @@ def solve_dlsa(program: TileProgram, hint: Dlsa | None = None,
         dlsa, latency = hint, hint_latency
     bound = int(status.bound) if status.bound is not None and groups == GROUPS else None
     if status.status == "infeasible" and groups == GROUPS:
-        bound = None
+        bound = below
     return DlsaSolution(dlsa, latency, status, bound)
 
 

@@ -18,6 +18,8 @@ Constraint groups (named, so a test can drop one and see the exactness check fai
 - `store`:           st[u] = OR of d[k], pos(u) < k <= last consumer (1 for outputs)
 - `load`:            t[u,v] = sum of x[s] * bytes_s(u,v) over s holding v if c[u,v], else 0
                      (tc[u,v] likewise with the loads' DRAM cycles)
+- `fit` (off by default; the exact search's relaxation): x[s] = 0 when s's fit_floor,
+                     the bytes some tile of s holds under every DLSA, exceeds the capacity
 - `buffer`:          x[s] => each buffer row of s <= capacity (a row: a lower bound on the
                      default DLSA's occupancy at one tile of s, linear in c, st and the
                      next FLG's prefetched loads pf[u,v])
@@ -108,20 +110,23 @@ class Segment:
     store_cycles: dict[str, int] = dataclasses.field(default_factory=dict)
     """Per layer of the segment, the DRAM cycles of storing its ofmap (one store per
     tile's share)."""
-    head_cycles: int = 0
-    """DRAM cycles of the transfers its first tile surely loads: the first layer's
-    weights and its network-input regions, each ceil(bytes / bandwidth) (`head_tail`)."""
-    tail_cycles: int = 0
-    """DRAM cycles of the store its last tile surely makes: its last layer's last share,
-    if that layer is a network output (`head_tail`)."""
-    head_all_cycles: int = 0
-    """DRAM cycles of every layer's weights and first-tile network-input loads."""
-    skip_cycles: int = 0
-    """Cycles of the first tiles of every layer but the last (run before the last one's)."""
-    first_cycles: int = 0
-    """Cycles of its first tile."""
-    tail_all_cycles: int = 0
-    """DRAM cycles of the stores of every share of its last layer, if a network output."""
+    head_gain: int = 0
+    """max over its tiles p of (DRAM cycles of the loads it surely makes that tiles up to
+    p first use: weights, network inputs) - (cycles of its tiles before p): how far
+    past (its start + DRAM cycles before it) its last tile can at best end, less its
+    compute (`head_tail`)."""
+    tail_gain: int = 0
+    """max over its tiles r of (DRAM cycles of the stores it surely makes from tile r on:
+    network outputs) - (cycles of its tiles after r) (`head_tail`)."""
+    fit_floor: int = 0
+    """max over its tiles of the bytes live there under every DLSA of every LFA holding
+    this FLG (`fit`): the FLG's own on-chip fmaps, the weights of its layers from their
+    first to their last tile, the regions the tile reads from outside the FLG (loaded, or
+    part of an ofmap kept on chip), and its output share when no layer of the FLG reads
+    it (stored, or kept on chip for a later FLG)."""
+    own_bound: int = 0
+    """bounds.program_bound of its tiles alone with only those sure loads and stores:
+    max over tiles p <= r of loads(<= p) + cycles(p..r) + stores(>= r) (`head_tail`)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,35 +271,36 @@ class SegmentTable:
         ends = self._ends(layers, plan)
         return Segment(start, stop, tiling, cycles, energy, fixed, loads, first_loads,
                        first_fixed, floor, rows, fixed_cycles, load_cycles, store_cycles,
-                       *ends)
+                       *ends[:2], _fit_floor(wl, plan), ends[2])
 
-    def _ends(self, layers: tuple[str, ...], plan) -> tuple[int, ...]:
-        """head_cycles, tail_cycles, head_all_cycles, skip_cycles, first_cycles and
-        tail_all_cycles of a segment (see Segment), for the `head_tail` group."""
+    def _ends(self, layers: tuple[str, ...], plan) -> tuple[int, int, int]:
+        """head_gain, tail_gain and own_bound of a segment (see Segment), from its tiles
+        in execution order (tile i of layers[j] is step i * len(layers) + j), as lowering
+        makes its transfers: a layer's weights first used by its first tile, network
+        inputs loaded per tile, a network output stored per tile share."""
         wl = self.lowerer.workload
         bpc = self.lowerer.hw.dram.bytes_per_cycle
-
-        def first_loads(n: str) -> int:
-            """DRAM cycles of layer n's weights and its first tile's network inputs."""
-            if plan.costs[n][0] is None:
-                return 0
-            cycles = sum(-(-size // bpc) for src, size in zip(
-                wl.layers[n].inputs, plan.read_bytes[n][0], strict=True)
-                if size is not None and src not in wl.layers)
-            if wl.layers[n].has_weights:
-                cycles += -(-wl.weight_bytes(n) // bpc)
-            return cycles
-
-        def tile0(n: str) -> int:
-            cost = plan.costs[n][0]
-            return cost.cycles if cost is not None else 0
-
-        last = layers[-1]
-        shares = [-(-(size or 0) // bpc) for size in plan.share_bytes[last]]
-        stored = last in wl.outputs
-        return (first_loads(layers[0]), shares[-1] if stored else 0,
-                sum(first_loads(n) for n in layers), sum(tile0(n) for n in layers[:-1]),
-                tile0(layers[0]), sum(shares) if stored else 0)
+        width = len(layers)
+        cycles = np.array([step[3] for step in plan.steps], dtype=np.int64)
+        loads = np.zeros(len(cycles), dtype=np.int64)
+        stores = np.zeros(len(cycles), dtype=np.int64)
+        outputs = set(wl.outputs)
+        for j, name in enumerate(layers):
+            if wl.layers[name].has_weights:
+                loads[j] += -(-wl.weight_bytes(name) // bpc)
+            network_inputs = [k for k, src in enumerate(wl.layers[name].inputs)
+                              if src not in wl.layers]
+            for i, sizes in enumerate(plan.read_bytes[name]):
+                loads[i * width + j] += sum(-(-sizes[k] // bpc) for k in network_inputs
+                                            if sizes[k] is not None)
+            if name in outputs:
+                stores[j::width] += [-(-(size or 0) // bpc) for size in
+                                     plan.share_bytes[name]]
+        done = np.cumsum(cycles)  # cycles of tiles 0..p
+        head = np.cumsum(loads) - (done - cycles)  # loads(<= p) - cycles(< p)
+        tail = np.cumsum(stores[::-1])[::-1] - (done[-1] - done)  # stores(>= r) - cycles(> r)
+        own = np.maximum.accumulate(head) + done + np.cumsum(stores[::-1])[::-1]
+        return int(head.max()), int(tail.max()), int(own.max())
 
     def _spanning(self, start: int, stop: int) -> list[Edge]:
         """(u, v): u before positions start..stop-1 and not read there, v its first
@@ -442,6 +448,29 @@ class SegmentTable:
                      + dram * self.lowerer.hw.dram.energy_pj_per_byte, dram_cycles)
 
 
+def _fit_floor(wl, plan) -> int:
+    """Segment.fit_floor of an FLG plan (bytes)."""
+    layers = plan.layers
+    width = len(layers)
+    count = plan.tiles.grid.count
+    live = np.array(plan.local_onchip, dtype=np.int64)
+    members = set(layers)
+    for j, name in enumerate(layers):
+        if wl.layers[name].has_weights:
+            live[j:(count - 1) * width + j + 1] += wl.weight_bytes(name)
+        outside: dict[str, list[int]] = {}  # input indices per source outside the FLG
+        for k, src in enumerate(wl.layers[name].inputs):
+            if src not in members:
+                outside.setdefault(src, []).append(k)
+        for i, sizes in enumerate(plan.read_bytes[name]):
+            # a source read twice may be one ofmap kept on chip: count its larger read
+            live[i * width + j] += sum(max(sizes[k] or 0 for k in ks)
+                                       for ks in outside.values())
+        if not any(v in members for v in wl.consumers(name)):
+            live[j::width] += [size or 0 for size in plan.share_bytes[name]]
+    return int(live.max())
+
+
 def _crosses(cuts: list[int], lo: int, hi: int) -> bool:
     """Whether a cut k lies in lo < k <= hi."""
     return any(lo < k <= hi for k in cuts)
@@ -573,8 +602,8 @@ class SegmentModel:
             # that would make the LFAs whose bound exceeds it infeasible, and the least
             # bound over the rest no bound at all
             segs = table.segments.values()
-            heads = max((max(s.head_cycles, s.head_all_cycles) for s in segs), default=0)
-            tails = max((max(s.tail_cycles, s.tail_all_cycles) for s in segs), default=0)
+            heads = max((s.head_gain for s in segs), default=0)
+            tails = max((s.tail_gain for s in segs), default=0)
             horizon = sum(c for c, _ in most.values()) + cycles_top + heads + tails
         self.horizon = horizon
         self.ideal = m.new_int_var(0, horizon, "ideal")
@@ -584,6 +613,8 @@ class SegmentModel:
         """(an FLG starts at k, the head-and-tail bound in cycles) of the group."""
         if "head_tail" in groups:
             self._head_tail(starting)
+        if "fit" in groups:
+            self._fit(starting)
         per_byte = Fraction(hw.dram.energy_pj_per_byte).limit_denominator(1000)
         self.per_byte = per_byte
         """DRAM pJ per byte as a fraction: energy is counted in 1 / denominator pJ."""
@@ -605,25 +636,22 @@ class SegmentModel:
 
     def _head_tail(self, starting: list[list]) -> None:
         """The `head_tail` group (off by default; the exact search's relaxation), after
-        bounds.program_bound (latency >= loads first used by tiles 0..p + cycles of tiles
-        p..r + stores made by tiles r..end), for every FLG start k, with
-        before = (DRAM bytes of the loads first used before k) / bandwidth:
-        - p = the FLG's first tile, r = the last tile:
-          before + head + (cycles from k on) + tail;
-        - p = its last layer's first tile (every layer's weights and first input loaded),
-          r = the last tile: before + head_all - skip + (cycles from k on) + tail;
-        - the same p, r = the first tile of the last FLG, when the FLG at k is not the
-          last: ... + (cycles from k to that tile) + the last FLG's tail_all.
+        bounds.program_bound: latency >= loads first used by tiles 0..p + cycles of tiles
+        p..r + stores made by tiles r..end, as DRAM serves one transfer at a time from
+        time 0, a tile starts after its loads and a store after its tile. For every FLG
+        start k, with before = DRAM cycles of the loads first used before k, and p in the
+        FLG at k:
+        - r in the last FLG, when the FLG at k is not the last one:
+          before + its head_gain + (cycles from k on) + the last FLG's tail_gain;
+        - r in the FLG at k, when it is the last one: before + its own_bound.
+        Only the loads and stores every LFA with these FLGs makes are counted (weights,
+        network inputs and outputs); those that depend on the DRAM cuts may only add.
         With it, `ideal` is the largest of these bounds and of the ideal."""
         table, m = self.table, self.model
         pos = table.pos
         n = len(table.order)
         segs = table.segments
-        last = [(self.x[key], seg) for key, seg in segs.items() if key[1] == n]
-        tail = sum(seg.tail_cycles * x for x, seg in last)
-        # cycles of the last FLG after its first tile, less its sure stores
-        last_rest = sum((seg.compute_cycles - seg.first_cycles - seg.tail_all_cycles) * x
-                        for x, seg in last)
+        tail = sum(seg.tail_gain * self.x[key] for key, seg in segs.items() if key[1] == n)
         for k in range(n):
             if not starting[k]:
                 continue
@@ -631,19 +659,36 @@ class SegmentModel:
                           if key[1] <= k)
                       + sum(var for (u, v), var in self.tc.items() if pos[v] < k))
             at_k = [(self.x[key], seg) for key, seg in segs.items() if key[0] == k]
-            head = sum(seg.head_cycles * x for x, seg in at_k)
-            late = sum((seg.head_all_cycles - seg.skip_cycles) * x for x, seg in at_k)
+            head = sum(seg.head_gain * x for x, seg in at_k if seg.stop < n)
+            own = sum(seg.own_bound * x for x, seg in at_k if seg.stop == n)
             after = sum(seg.compute_cycles * self.x[key] for key, seg in segs.items()
                         if key[0] >= k)
-            here = m.new_bool_var(f"flg_starts_{k}")
-            m.add(here == sum(x for x, _ in at_k))
             not_last = m.new_bool_var(f"flg_starts_{k}_not_last")
             m.add(not_last == sum(x for x, seg in at_k if seg.stop < n))
-            for literal, bound in ((here, before + head + after + tail),
-                                   (here, before + late + after + tail),
-                                   (not_last, before + late + after - last_rest)):
+            last = m.new_bool_var(f"flg_starts_{k}_last")
+            m.add(last == sum(x for x, seg in at_k if seg.stop == n))
+            for literal, bound in ((not_last, before + head + after + tail),
+                                   (last, before + own)):
                 m.add(self.ideal >= bound).only_enforce_if(literal)
                 self.head_tail_terms.append((literal, bound))
+
+    def _fit(self, starting: list[list]) -> None:
+        """The `fit` group: conditions every DLSA of an LFA that fits meets. A segment
+        whose fit_floor exceeds the buffer is not chosen; and where u's whole ofmap plus
+        the weights of its consumer v exceed it, u and v lie in one FLG or u -> v crosses
+        a DRAM cut (else u's ofmap is aggregated on chip, all of it live at v's first
+        tile, with v's weights)."""
+        table, m = self.table, self.model
+        wl = table.lowerer.workload
+        cap = table.lowerer.hw.gbuf.capacity_bytes
+        for key, seg in table.segments.items():
+            if seg.fit_floor > cap:
+                m.add(self.x[key] == 0)
+        for u, v in table.edges:
+            if table.ofmap[u] + wl.weight_bytes(v) <= cap:
+                continue
+            for k in range(table.pos[u] + 1, table.pos[v] + 1):
+                m.add(sum(starting[k]) <= self.c[(u, v)])
 
     def pin_ideal(self) -> None:
         """Makes `ideal` equal to the largest of its lower bounds, not just at least it,
