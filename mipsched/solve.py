@@ -36,7 +36,7 @@ from mipsched.formulations.exact import (
 from mipsched.formulations.feasibility import explain_infeasibility
 from mipsched.formulations.lfa import SegmentCache
 from mipsched.heuristics.auto import auto, cpsat, exact
-from mipsched.heuristics.baseline import unfused_baseline
+from mipsched.heuristics.baseline import single_flg_start, unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
 from mipsched.heuristics.common import (
     OBJECTIVES,
@@ -308,9 +308,11 @@ def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = No
         lowerer = Lowerer(workload, hw)
         half = (RELAXATION_SECONDS if time_limit is None else time_limit) / 2
         segments: SegmentCache = {}
-        cycles, complete = relaxation_bound(lowerer, half, workers, shared=segments)
-        energy_pj, energy_complete = energy_relaxation_bound(lowerer, half, workers,
-                                                             shared=segments)
+        upper_cycles, upper_pj = _relaxation_upper_bounds(lowerer)
+        cycles, complete = relaxation_bound(lowerer, half, workers, shared=segments,
+                                            upper=upper_cycles)
+        energy_pj, energy_complete = energy_relaxation_bound(
+            lowerer, half, workers, shared=segments, upper_pj=upper_pj)
         if complete:
             latency_bounds.append(Bound(
                 "lfa_relaxation", math.ceil(cycles),
@@ -333,6 +335,20 @@ def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = No
                        "power x the latency bound")
     return BoundReport(best, energy, edp_bound(energy, best), skipped,
                        time.perf_counter() - started)
+
+
+def _relaxation_upper_bounds(lowerer: Lowerer) -> tuple[int | None, float | None]:
+    """Latency (cycles) and energy without static power (pJ) of quick schedules with
+    power-of-two tilings (the better of the unfused and the single-FLG start), which the
+    LFA relaxations' least values cannot exceed; None when the unfused one does not fit."""
+    try:
+        unfused = unfused_baseline(lowerer).best
+    except InfeasibleError:
+        return None, None
+    fused = single_flg_start(lowerer, Objective(), unfused.lfa.order)
+    found = [c for c in (unfused, fused) if c is not None]
+    return (min(c.evaluation.latency_cycles for c in found),
+            min(c.program.energy_pj for c in found))
 
 
 def bound_report_json(report: BoundReport, workload: Workload, hw: Hardware

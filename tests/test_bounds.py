@@ -3,6 +3,7 @@ strided window only partly reads."""
 
 from __future__ import annotations
 
+import math
 import random
 import time
 
@@ -15,7 +16,13 @@ from mipsched.formulations.bounds import (
     program_bound,
     touched_elems,
 )
-from mipsched.formulations.exact import _least_bound, _relaxed_model, power_tilings
+from mipsched.formulations.exact import (
+    _least_bound,
+    _relaxed_model,
+    energy_relaxation_bound,
+    power_tilings,
+    relaxation_bound,
+)
 from mipsched.formulations.lfa import SegmentCache, flg_keys
 from mipsched.formulations.solver import solve as solve_model
 from mipsched.hw import load_hardware
@@ -129,3 +136,24 @@ def test_the_lfa_relaxation_excludes_no_lfa(name: str, batch: int) -> None:
             fitting += 1
             assert least <= value
     assert fitting >= 2
+
+
+@pytest.mark.parametrize(("name", "batch"), [("chain5", 1), ("resblock", 2)])
+def test_an_upper_bound_leaves_the_relaxations_unchanged(name: str, batch: int) -> None:
+    """Leaving out the LFAs bounded above a schedule's latency (and the FLGs costlier in
+    energy than a schedule) changes neither least value; an upper bound below the least
+    value leaves nothing (inf)."""
+    wl = zoo.get(name, batch)
+    lowerer = Lowerer(wl, load_hardware("edge"))
+    schedule = solve(wl, load_hardware("edge"), "baseline").candidate
+    tilings = (1, 2, 4)
+    cycles, complete = relaxation_bound(lowerer, tilings=tilings, workers=1)
+    capped, capped_complete = relaxation_bound(
+        lowerer, tilings=tilings, workers=1, upper=schedule.evaluation.latency_cycles)
+    assert complete and capped_complete and capped == cycles
+    assert relaxation_bound(lowerer, tilings=tilings, workers=1,
+                            upper=int(cycles) - 1)[0] == math.inf
+    energy, _ = energy_relaxation_bound(lowerer, tilings=tilings, workers=1)
+    capped_energy, _ = energy_relaxation_bound(lowerer, tilings=tilings, workers=1,
+                                               upper_pj=schedule.program.energy_pj)
+    assert capped_energy == pytest.approx(energy)

@@ -171,7 +171,9 @@ def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
     models = []
     shared: SegmentCache = {}
     for order in orders[:max_orders]:
-        model = _relaxed_model(lowerer, tuple(order), tilings, shared=shared)
+        model = _relaxed_model(lowerer, tuple(order), tilings, shared=shared,
+                               upper=None if math.isinf(search.best_latency)
+                               else int(search.best_latency))
         models.append((_least_bound(model, deadline, workers, seed, stop), len(models),
                        model))
     left = [_search_order(model, least, search)
@@ -190,19 +192,21 @@ def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
 def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
                      workers: int | None = None, seed: int = 0,
                      tilings: tuple[int, ...] | None = None,
-                     max_orders: int = MAX_ORDERS, shared: SegmentCache | None = None
-                     ) -> tuple[float, bool]:
+                     max_orders: int = MAX_ORDERS, shared: SegmentCache | None = None,
+                     upper: int | None = None) -> tuple[float, bool]:
     """The least LFA bound (the ideal raised by the head-and-tail terms) over the LFAs of
     every order (cycles), or the CP-SAT proven bound when a run does not finish; and
     whether every order was covered (not so when there are more than `max_orders`, or
     time runs out first: the value is then no bound). `shared`: segments summarised
-    before, by another relaxation of the same workload and hardware."""
+    before, by another relaxation of the same workload and hardware. `upper`: the
+    latency of some schedule whose tilings are among `tilings` (cycles): LFAs bounded
+    above it are left out (see _relaxed_model)."""
     tilings = tilings or power_tilings(lowerer.workload)
     shared = {} if shared is None else shared
 
     def least_bound(order: tuple[str, ...], deadline: float | None) -> float:
-        return _least_bound(_relaxed_model(lowerer, order, tilings, deadline, shared),
-                            deadline, workers, seed)
+        return _least_bound(_relaxed_model(lowerer, order, tilings, deadline, shared,
+                                           upper), deadline, workers, seed)
 
     return _least_over_orders(lowerer, time_limit, max_orders, least_bound)
 
@@ -210,14 +214,16 @@ def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
 def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
                             workers: int | None = None, seed: int = 0,
                             tilings: tuple[int, ...] | None = None,
-                            max_orders: int = MAX_ORDERS, shared: SegmentCache | None = None
-                            ) -> tuple[float, bool]:
+                            max_orders: int = MAX_ORDERS, shared: SegmentCache | None = None,
+                            upper_pj: float | None = None) -> tuple[float, bool]:
     """The least energy over the LFAs of every order (pJ, static power excluded: the
     energy of an LFA does not depend on its DLSA), from the segment model's energy
     objective without its buffer group (or its proven CP-SAT bound when a run does not
     finish); and whether every order was covered (as in relaxation_bound). Segment
     energies are rounded to the model's unit, so the bound is lowered by half a unit per
-    FLG. `shared` as in relaxation_bound."""
+    FLG. `shared` as in relaxation_bound. `upper_pj`: the energy (static excluded) of
+    some LFA whose tilings are among `tilings`: FLGs whose tiles alone take more are
+    left out, which changes no least value."""
     tilings = tilings or power_tilings(lowerer.workload)
     shared = {} if shared is None else shared
 
@@ -226,6 +232,9 @@ def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
         keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
         table = SegmentTable(lowerer, order, keys, deadline, with_buffer=False,
                              shared=shared)
+        if upper_pj is not None:
+            table.segments = {key: seg for key, seg in table.segments.items()
+                              if seg.energy_pj <= upper_pj}
         model = SegmentModel(table, "energy", 0, n, None, unfused_tally(table),
                              GROUPS - {"buffer"})
         status, _ = solve(model.model, _run_seconds(deadline), workers, seed)
@@ -266,10 +275,13 @@ def power_tilings(workload: Workload) -> tuple[int, ...]:
 
 
 def _relaxed_model(lowerer: Lowerer, order: tuple[str, ...], tilings: tuple[int, ...],
-                   deadline: float | None = None, shared: SegmentCache | None = None
-                   ) -> SegmentModel:
+                   deadline: float | None = None, shared: SegmentCache | None = None,
+                   upper: int | None = None) -> SegmentModel:
     """The order's LFA bound model over every segment (FLG) and tiling number (segments
-    shared with other orders' models through `shared`)."""
+    shared with other orders' models through `shared`). With `upper` (cycles, at least
+    the least bound over the whole space, e.g. the latency of a schedule in it), LFAs
+    whose bound exceeds it are left out, first those with an FLG that alone computes
+    longer: the least bound is unchanged, the model smaller and its numbers tamer."""
     n = len(order)
     if n > MAX_LAYERS:
         raise ValueError(f"the LFA relaxation takes nets of at most {MAX_LAYERS} layers, "
@@ -277,8 +289,11 @@ def _relaxed_model(lowerer: Lowerer, order: tuple[str, ...], tilings: tuple[int,
     keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
     table = SegmentTable(lowerer, order, keys, deadline, with_buffer=False,
                          shared={} if shared is None else shared)
+    if upper is not None:
+        table.segments = {key: seg for key, seg in table.segments.items()
+                          if seg.compute_cycles <= upper}
     model = SegmentModel(table, "ideal", 0, n, None, unfused_tally(table),
-                         (GROUPS - {"buffer"}) | {"head_tail", "fit"})
+                         (GROUPS - {"buffer"}) | {"head_tail", "fit"}, upper)
     model.pin_ideal()
     return model
 

@@ -482,7 +482,11 @@ class SegmentModel:
 
     def __init__(self, table: SegmentTable, objective: str, w0: int, w1: int,
                  fixed: Lfa | None, reference: Tally,
-                 groups: frozenset[str] = GROUPS) -> None:
+                 groups: frozenset[str] = GROUPS, upper: int | None = None) -> None:
+        """`upper` (cycles): LFAs whose `ideal` exceeds it are of no interest and become
+        infeasible; it also caps the model's domains, which matters: with domains of
+        billions of cycles (gpt2_small_prefill at batch 16 with tilings up to 8192)
+        CP-SAT's presolve was seen to call a feasible model infeasible."""
         self.table = table
         lowerer = table.lowerer
         wl, hw = lowerer.workload, lowerer.hw
@@ -605,7 +609,7 @@ class SegmentModel:
             heads = max((s.head_gain for s in segs), default=0)
             tails = max((s.tail_gain for s in segs), default=0)
             horizon = sum(c for c, _ in most.values()) + cycles_top + heads + tails
-        self.horizon = horizon
+        self.horizon = horizon if upper is None else min(horizon, upper)
         self.ideal = m.new_int_var(0, horizon, "ideal")
         m.add(self.ideal >= self.compute)
         m.add(self.ideal >= self.dram_cycles)
