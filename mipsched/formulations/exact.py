@@ -36,7 +36,7 @@ import networkx as nx
 
 from mipsched.evaluate import Evaluation, buffer_profile, evaluate
 from mipsched.formulations.bounds import program_bound
-from mipsched.formulations.dlsa import solve_dlsa
+from mipsched.formulations.dlsa import solve_dlsa, whole_model_fits
 from mipsched.formulations.lfa import (
     GROUPS,
     SegmentCache,
@@ -87,6 +87,8 @@ class ExactResult:
     """LFAs whose tight DLSA overflows: no DLSA of theirs fits."""
     lfas_pruned: int
     """LFAs whose program bound (ideal, head and tail) already reached the incumbent."""
+    lfas_too_big: int
+    """LFAs left open as too big for one DLSA model (their program bound counts)."""
     dlsas_solved: int
     wall_seconds: float
     space: str
@@ -104,9 +106,11 @@ class _Search:
                              else incumbent.evaluation.latency_cycles)
         self.deadline, self.workers, self.seed, self.stop = deadline, workers, seed, stop
         self.explored = self.no_fit = self.pruned = self.solved = 0
-        self.unresolved: list[tuple[float, Lfa, TileProgram]] = []
+        self.too_big = 0
+        """LFAs whose program is too big for one DLSA model (left unresolved)."""
+        self.unresolved: list[tuple[float, Lfa, TileProgram | None]] = []
         """LFAs whose DLSA was not settled in time, with the lower bound proven on their
-        latency (cycles) and their programs."""
+        latency (cycles) and their programs (None: too big to solve)."""
 
     def out_of_time(self) -> bool:
         return (self.deadline is not None and time.perf_counter() > self.deadline) or (
@@ -115,16 +119,21 @@ class _Search:
     def examine(self, lfa: Lfa) -> None:
         """Finds the best DLSA of `lfa` (if any fits and it may beat the incumbent)."""
         self.explored += 1
-        try:
-            program = self.lowerer.lower(lfa)
+        try:  # LFAs are met once each, some with huge FLGs: their plans are not kept
+            program = self.lowerer.lower(lfa, remember=False)
         except ScheduleError:
             return  # not a valid LFA (e.g. an FLG the lowering rejects)
         if max(buffer_profile(program, tight_dlsa(program))) > \
                 program.buffer_capacity_bytes:
             self.no_fit += 1
             return
-        if program_bound(program) >= self.best_latency:
+        bound = program_bound(program)
+        if bound >= self.best_latency:
             self.pruned += 1
+            return
+        if not whole_model_fits(program):  # too big for the DLSA model: left open
+            self.too_big += 1
+            self.unresolved.append((bound, lfa, None))
             return
         self.solved += 1
         self._solve(lfa, program, FIRST_SECONDS)
@@ -147,6 +156,9 @@ class _Search:
         waiting, self.unresolved = sorted(self.unresolved, key=lambda u: u[0]), []
         for k, (lower, lfa, program) in enumerate(waiting):
             if lower >= self.best_latency:
+                continue
+            if program is None:
+                self.unresolved.append((lower, lfa, program))
                 continue
             if self.out_of_time():
                 self.unresolved += waiting[k:]
@@ -186,7 +198,7 @@ def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
              f"every FLC and DRAM cut set x tiling numbers {list(tilings)} x every DLSA")
     return ExactResult(search.best, lower_bound, proven, min(len(orders), max_orders),
                        all_orders, search.explored, search.no_fit, search.pruned,
-                       search.solved, time.perf_counter() - started, space)
+                       search.too_big, search.solved, time.perf_counter() - started, space)
 
 
 def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,

@@ -136,7 +136,8 @@ def exact(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
                "wall_seconds": result.wall_seconds, "workers": options.workers,
                "space": result.space, "lfas_explored": result.lfas_explored,
                "lfas_without_fit": result.lfas_without_fit,
-               "lfas_pruned": result.lfas_pruned, "dlsas_solved": result.dlsas_solved}]
+               "lfas_pruned": result.lfas_pruned, "lfas_too_big": result.lfas_too_big,
+               "dlsas_solved": result.dlsas_solved}]
     bounds = (Bound("exact_search", math.floor(result.lower_bound),
                     f"branch and bound over {result.space}: no schedule there is faster"),
               ) if result.all_orders else ()

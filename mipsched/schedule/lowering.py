@@ -170,13 +170,14 @@ class Lowerer:
                                                          shape.h, shape.w)
         return hit
 
-    def lower(self, lfa: Lfa, check: bool = True) -> TileProgram:
+    def lower(self, lfa: Lfa, check: bool = True, remember: bool = True) -> TileProgram:
         """The tile program of `lfa`; with `check`, the LFA is validated first (unchecked
-        LFAs must be valid too; lowering relies on every FLG lying inside one LG)."""
+        LFAs must be valid too; lowering relies on every FLG lying inside one LG).
+        `remember` as in `plan`."""
         wl = self.workload
         if check:
             check_lfa(wl, lfa)
-        at = _Layout(lfa, [self.plan(lfa.order[a:b], t) for (a, b), t in zip(
+        at = _Layout(lfa, [self.plan(lfa.order[a:b], t, remember) for (a, b), t in zip(
             lfa.flg_bounds(), lfa.tiling, strict=True)])
         tiles = [Tile(base + k, index, n, i, cycles, energy, lg, g, parts)
                  for g, (plan, base, lg) in enumerate(zip(at.plans, at.bases, at.flg_lg,
