@@ -14,6 +14,7 @@ from mipsched.formulations.bounds import (
     energy_bound,
     network_latency_bound,
 )
+from mipsched.formulations import exact as exact_module
 from mipsched.formulations.exact import exact_search, relaxation_bound
 from mipsched.hw import load_hardware
 from mipsched.hw.model import Hardware
@@ -78,6 +79,25 @@ def test_exact_equals_brute_force_bigger(name: str, batch: int, capacity: int | 
     wl = (random_dag(int(name[3:]), n_layers=5, batch=batch) if name.startswith("dag")
           else zoo.get(name, batch))
     check_against_brute_force(wl, hw)
+
+
+def test_programs_too_big_for_the_dlsa_model_still_give_schedules_and_no_false_proof(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every program called too big for one DLSA model, the search has no exact
+    DLSA to prove anything with: it must still return a fitting schedule (the best
+    constructed DLSA of the LFAs it met), keep those LFAs open, and report a bound no
+    larger than the true optimum."""
+    wl, hw = random_dag(3, n_layers=4, batch=2), with_buffer(EDGE, 12_000)
+    optimum = exact_search(Lowerer(wl, hw), tilings=SMALL, workers=1, time_limit=120)
+    assert optimum.proven and optimum.best is not None
+    monkeypatch.setattr(exact_module, "whole_model_fits", lambda program: False)
+    result = exact_search(Lowerer(wl, hw), tilings=SMALL, workers=1, time_limit=120)
+    assert result.best is not None and result.lfas_too_big > 0 and result.dlsas_solved == 0
+    ev = evaluate(result.best.program, result.best.dlsa)
+    assert ev.fits and ev.latency_cycles >= optimum.best.evaluation.latency_cycles
+    assert result.lower_bound <= optimum.best.evaluation.latency_cycles
+    assert result.proven == (result.lower_bound >= ev.latency_cycles)
+    assert not result.proven  # here the constructed DLSAs miss the optimum by a cycle
 
 
 def check_methods_against_exact(name: str, capacity: int | None) -> None:

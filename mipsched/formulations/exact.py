@@ -131,9 +131,11 @@ class _Search:
         if bound >= self.best_latency:
             self.pruned += 1
             return
-        if not whole_model_fits(program):  # too big for the DLSA model: left open
-            self.too_big += 1
+        if not whole_model_fits(program):  # too big for the DLSA model: left open,
+            self.too_big += 1                # its best constructed DLSA may still win
             self.unresolved.append((bound, lfa, None))
+            dlsa = constructed_dlsa(program)
+            self._offer(lfa, program, dlsa, evaluate(program, dlsa))
             return
         self.solved += 1
         self._solve(lfa, program, FIRST_SECONDS)
@@ -144,11 +146,15 @@ class _Search:
         unresolved."""
         dlsa, ev, lower = _best_dlsa(program, self.deadline, self.workers, self.seed,
                                      self.stop, self.best_latency, seconds)
-        if ev.latency_cycles < self.best_latency:
-            self.best = Candidate(lfa, program, dlsa, ev)
-            self.best_latency = ev.latency_cycles
+        self._offer(lfa, program, dlsa, ev)
         if lower is not None:
             self.unresolved.append((lower, lfa, program))
+
+    def _offer(self, lfa: Lfa, program: TileProgram, dlsa: Dlsa, ev: Evaluation) -> None:
+        """Makes the schedule the incumbent if it fits and is faster."""
+        if ev.fits and ev.latency_cycles < self.best_latency:
+            self.best = Candidate(lfa, program, dlsa, ev)
+            self.best_latency = ev.latency_cycles
 
     def revisit(self) -> None:
         """Solves the unresolved DLSAs again, least bound first, against the incumbent
@@ -366,18 +372,24 @@ def _best_dlsa(program: TileProgram, deadline: float | None, workers: int | None
     (the incumbent, cycles) matter; its evaluation; and, unless that is settled (the
     optimum found, or none faster than `below`), a lower bound on the program's latency
     (cycles)."""
-    tight = tight_dlsa(program)
-    starts = [tight, prefetch_dlsa(program, tight)]
-    default = default_dlsa(program)
-    if evaluate(program, default, check=False).fits:
-        starts += [default, prefetch_dlsa(program, default)]
-    hint = min(starts, key=lambda d: evaluate(program, d).latency_cycles)
-    sol = solve_dlsa(program, hint, _run_seconds(deadline, seconds), workers, seed, stop=stop,
+    sol = solve_dlsa(program, constructed_dlsa(program), _run_seconds(deadline, seconds),
+                     workers, seed, stop=stop,
                      below=None if math.isinf(below) else int(below))
     assert sol.dlsa is not None  # never worse than its hint
     settled = sol.status.status in ("optimal", "infeasible")
     lower = None if settled else max(program_bound(program), sol.lower_bound or 0)
     return sol.dlsa, evaluate(program, sol.dlsa), lower
+
+
+def constructed_dlsa(program: TileProgram) -> Dlsa:
+    """The fastest of the constructed DLSAs that fit (tight, default, and the prefetching
+    ones grown from each) of a program whose tight DLSA fits."""
+    tight = tight_dlsa(program)
+    starts = [tight, prefetch_dlsa(program, tight)]
+    default = default_dlsa(program)
+    if evaluate(program, default, check=False).fits:
+        starts += [default, prefetch_dlsa(program, default)]
+    return min(starts, key=lambda d: evaluate(program, d).latency_cycles)
 
 
 def _run_seconds(deadline: float | None, seconds: float = RUN_SECONDS) -> float:
