@@ -9,12 +9,12 @@ import pytest
 from brute import schedule_optimum
 
 from mipsched.evaluate import evaluate
+from mipsched.formulations import exact as exact_module
 from mipsched.formulations.bounds import (
     edp_bound,
     energy_bound,
     network_latency_bound,
 )
-from mipsched.formulations import exact as exact_module
 from mipsched.formulations.exact import exact_search, relaxation_bound
 from mipsched.hw import load_hardware
 from mipsched.hw.model import Hardware

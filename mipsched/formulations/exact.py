@@ -134,8 +134,7 @@ class _Search:
         if not whole_model_fits(program):  # too big for the DLSA model: left open,
             self.too_big += 1                # its best constructed DLSA may still win
             self.unresolved.append((bound, lfa, None))
-            dlsa = constructed_dlsa(program)
-            self._offer(lfa, program, dlsa, evaluate(program, dlsa))
+            self._offer(lfa, program, *constructed_dlsa(program))
             return
         self.solved += 1
         self._solve(lfa, program, FIRST_SECONDS)
@@ -372,7 +371,7 @@ def _best_dlsa(program: TileProgram, deadline: float | None, workers: int | None
     (the incumbent, cycles) matter; its evaluation; and, unless that is settled (the
     optimum found, or none faster than `below`), a lower bound on the program's latency
     (cycles)."""
-    sol = solve_dlsa(program, constructed_dlsa(program), _run_seconds(deadline, seconds),
+    sol = solve_dlsa(program, constructed_dlsa(program)[0], _run_seconds(deadline, seconds),
                      workers, seed, stop=stop,
                      below=None if math.isinf(below) else int(below))
     assert sol.dlsa is not None  # never worse than its hint
@@ -381,15 +380,17 @@ def _best_dlsa(program: TileProgram, deadline: float | None, workers: int | None
     return sol.dlsa, evaluate(program, sol.dlsa), lower
 
 
-def constructed_dlsa(program: TileProgram) -> Dlsa:
+def constructed_dlsa(program: TileProgram) -> tuple[Dlsa, Evaluation]:
     """The fastest of the constructed DLSAs that fit (tight, default, and the prefetching
-    ones grown from each) of a program whose tight DLSA fits."""
+    ones grown from each) of a program whose tight DLSA fits, with its evaluation."""
     tight = tight_dlsa(program)
     starts = [tight, prefetch_dlsa(program, tight)]
     default = default_dlsa(program)
-    if evaluate(program, default, check=False).fits:
+    default_ev = evaluate(program, default)
+    if default_ev.fits:
         starts += [default, prefetch_dlsa(program, default)]
-    return min(starts, key=lambda d: evaluate(program, d).latency_cycles)
+    evaluated = [(d, default_ev if d is default else evaluate(program, d)) for d in starts]
+    return min(evaluated, key=lambda pair: pair[1].latency_cycles)
 
 
 def _run_seconds(deadline: float | None, seconds: float = RUN_SECONDS) -> float:
