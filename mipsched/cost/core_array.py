@@ -40,6 +40,7 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from mipsched.hw.model import Hardware
+from mipsched.workload import ops
 from mipsched.workload.layer import Layer, Op, Shape
 
 #: SoMa reference (main_search.cpp, `PolarCore::Bus`): energy of passing one byte between
@@ -107,14 +108,14 @@ def conv_shape(layer: Layer, in_shapes: tuple[Shape, ...], batch: int, height: i
     """The reference's conv workload for an output tile of `layer` (all output channels).
 
     CONV / DEPTHWISE_CONV: the reference's (Group)ConvLayer, depthwise being groups =
-    channels. FC: a conv whose kernel is the whole input plane (R x S = H_in x W_in) on a
-    1 x 1 output. MATMUL: a 1 x 1 conv with tokens as H. MATMUL_ACT: a GroupConv whose
-    weights are an activation (QK^T, scores.V): per head C = reduction, K = out / heads,
-    with the batch folded into the groups (reference `wgtB`). Dilation is ignored, as in
-    the reference.
+    channels; several inputs count as one, concatenated along channels. FC: a conv whose
+    kernel is the whole input plane (R x S = H_in x W_in) on a 1 x 1 output. MATMUL: a
+    1 x 1 conv with tokens as H. MATMUL_ACT: a GroupConv whose weights are an activation
+    (QK^T, scores.V): per head C = reduction, K = out / heads, with the batch folded into
+    the groups (reference `wgtB`). Dilation is ignored, as in the reference.
     """
     op = layer.op
-    src = in_shapes[0]
+    src = ops.data_shape(layer, in_shapes)
     if op in (Op.CONV, Op.DEPTHWISE_CONV):
         g = layer.groups
         return ConvShape(src.c // g, layer.out.c // g, layer.kernel[0], layer.kernel[1],

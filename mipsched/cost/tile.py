@@ -2,10 +2,11 @@
 
 PE-array ops (conv, depthwise conv, fc, matmul, matmul of activations) go through the
 reference's PE-array mapping search (`core_array`); pooling, element-wise, softmax,
-layernorm and GELU run on the vector unit (`vector`); concat is a layout change and
-costs nothing. As in the SoMa reference (`Graph::getTileCost`), the cost depends only
-on the layer and the extents of the output tile (batch, rows, columns; all channels),
-not on where the tile lies, so it is memoised on those extents.
+layernorm, GELU, transposes and copying concats run on the vector unit (`vector`); a
+concat without `copy` is a layout change and costs nothing. As in the SoMa reference
+(`Graph::getTileCost`), the cost depends only on the layer and the extents of the output
+tile (batch, rows, columns; all channels), not on where the tile lies, so it is memoised
+on those extents.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from mipsched.cost.core_array import conv_shape, map_conv
 from mipsched.cost.vector import vector_cycles, vector_energy_pj
 from mipsched.hw.model import Hardware
 from mipsched.workload import ops
-from mipsched.workload.layer import MAC_OPS, Layer, Op, Region, Shape
+from mipsched.workload.layer import MAC_OPS, Layer, Region, Shape
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def _tile_cost(hw: Hardware, layer: Layer, in_shapes: tuple[Shape, ...], batch: 
     energy = vector_energy_pj(hw, n)
     return TileCost(
         cycles=cycles, energy_pj=energy, macs=0, vector_ops=n,
-        mapping="none" if layer.op == Op.CONCAT else "vector", dataflow="",
+        mapping="vector" if n else "none", dataflow="",
         compute_cycles=cycles, bound_cycles=cycles, gbuf_read_bytes=0, gbuf_write_bytes=0,
         mac_pj=0.0, local_pj=0.0, gbuf_pj=0.0, noc_pj=0.0, vector_pj=energy,
     )

@@ -42,9 +42,9 @@ def layer_need(workload: Workload, name: str) -> LayerNeed:
         tile = Region(0, 1, y, y + 1, x, x + 1)
         reads: dict[str, int] = {}
         for k, src in enumerate(layer.inputs):
-            region = ops.input_region(layer, k, ins, tile)
-            if region is not None:
-                reads[src] = reads.get(src, 0) + region.elems(ins[k].c) * eb
+            elems = ops.input_elems(layer, k, ins, tile)
+            if elems is not None:
+                reads[src] = reads.get(src, 0) + elems * eb
         if best is None or sum(reads.values()) < sum(best.values()):
             best = reads
     return LayerNeed(name, workload.weight_bytes(name), best or {}, layer.out.c * eb)

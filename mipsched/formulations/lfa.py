@@ -244,20 +244,20 @@ class SegmentTable:
         first_loads: dict[str, int] = {}
         first_fixed = 0
         members = set(layers)
-        for src, region in zip(wl.layers[layers[0]].inputs, plan.tiles.reads[layers[0]][0],
-                               strict=True):
-            if region is not None:
-                size = region.elems(wl.shape_of(src).c) * eb
+        for src, elems in zip(wl.layers[layers[0]].inputs,
+                              plan.tiles.read_elems[layers[0]][0], strict=True):
+            if elems is not None:
+                size = elems * eb
                 if src in wl.layers:
                     first_loads[src] = first_loads.get(src, 0) + size
                 else:
                     first_fixed += size
         for v in layers:
-            for regions in plan.tiles.reads[v]:
-                for src, region in zip(wl.layers[v].inputs, regions, strict=True):
-                    if region is None or src in members:
+            for read in plan.tiles.read_elems[v]:
+                for src, elems in zip(wl.layers[v].inputs, read, strict=True):
+                    if elems is None or src in members:
                         continue
-                    size = region.elems(wl.shape_of(src).c) * eb
+                    size = elems * eb
                     if src in wl.layers:
                         loads[(src, v)] = loads.get((src, v), 0) + size
                         load_cycles[(src, v)] = load_cycles.get((src, v), 0) - (-size // bpc)
@@ -372,10 +372,10 @@ class SegmentTable:
                 share = tiles.share[name][i].elems(channels) * eb
                 agg[agg_from] += share
                 store[q:q + 2] += share
-                for src, r in zip(layer.inputs, tiles.reads[name][i], strict=True):
-                    if r is None or src in members:
+                for src, elems in zip(layer.inputs, tiles.read_elems[name][i], strict=True):
+                    if elems is None or src in members:
                         continue
-                    size = r.elems(wl.shape_of(src).c) * eb
+                    size = elems * eb
                     if src in wl.layers:
                         target = src_dram.setdefault(src, np.zeros(n, dtype=np.int64))
                         src_edge.setdefault(src, (src, name))

@@ -110,8 +110,8 @@ class Lowerer:
             return None if region is None else region.elems(channels) * eb
 
         share = {n: [size(r, wl.layers[n].out.c) for r in tiles.share[n]] for n in layers}
-        reads = {n: [tuple(size(r, c.c) for r, c in zip(rs, wl.in_shapes(n), strict=True))
-                     for rs in tiles.reads[n]] for n in layers}
+        reads = {n: [tuple(None if e is None else e * eb for e in es)
+                     for es in tiles.read_elems[n]] for n in layers}
         # steps run tile index by tile index, layer by layer: tile i of layers[j] is step
         # i * len(layers) + j
         width = len(layers)

@@ -109,6 +109,9 @@ class FlgTiles:
     """Even split of the layer's output: the part tile i contributes to the whole ofmap."""
     reads: dict[str, list[tuple[Region | None, ...]]]
     """Per tile, the region read from each input (None: input not read)."""
+    read_elems: dict[str, list[tuple[int | None, ...]]]
+    """Per tile, the elements read from each input (None: input not read): the region's
+    positions times the channels read (all but for a transpose, ops.input_channels)."""
 
 
 def tile_flg(workload: Workload, layers: tuple[str, ...], tiling: int) -> FlgTiles:
@@ -120,6 +123,7 @@ def tile_flg(workload: Workload, layers: tuple[str, ...], tiling: int) -> FlgTil
                  for i in range(grid.count)] for n in layers}
     produced: dict[str, list[Region | None]] = {}
     reads: dict[str, list[tuple[Region | None, ...]]] = {}
+    read_elems: dict[str, list[tuple[int | None, ...]]] = {}
     for name in reversed(layers):
         inside = [v for v in workload.consumers(name) if v in members]
         needed_outside = len(inside) < len(workload.consumers(name)) or (
@@ -143,4 +147,9 @@ def tile_flg(workload: Workload, layers: tuple[str, ...], tiling: int) -> FlgTil
             if r is not None else (None,) * len(layer.inputs)
             for r in regions
         ]
-    return FlgTiles(grid, produced, share, reads)
+        read_elems[name] = [
+            tuple(None if rk is None else rk.elems(ops.input_channels(layer, k, in_shapes, r))
+                  for k, rk in enumerate(rs))
+            for r, rs in zip(regions, reads[name], strict=True)
+        ]
+    return FlgTiles(grid, produced, share, reads, read_elems)

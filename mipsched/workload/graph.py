@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -123,14 +124,29 @@ class Workload:
         return 2 * self.total_macs
 
     def digest(self) -> str:
-        """Stable hash of the whole network (layers, shapes, batch, element size)."""
+        """Stable hash of the whole network (layers, shapes, batch, element size). A layer
+        enters it by the fields that differ from their defaults, so adding a field to
+        Layer leaves the digests of existing networks unchanged."""
         blob = json.dumps([self.batch, self.elem_bytes, sorted(self.inputs.items()),
-                           [repr(lay) for lay in self.layers.values()], self.outputs])
+                           [_layer_fields(lay) for lay in self.layers.values()],
+                           self.outputs])
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def consumers(self, tensor: str) -> list[str]:
         """Layers reading `tensor` (a layer ofmap or a network input), in layer order."""
         return self._consumers.get(tensor, [])
+
+
+_LAYER_DEFAULTS = Layer("", Op.ADD, (), Shape(1, 1, 1))
+
+
+def _layer_fields(layer: Layer) -> list:
+    """[name, value] of every field of `layer` that differs from its default (name, op,
+    inputs and out always)."""
+    fixed = ("name", "op", "inputs", "out")
+    return [[f.name, getattr(layer, f.name)] for f in dataclasses.fields(Layer)
+            if f.name in fixed or getattr(layer, f.name) != getattr(_LAYER_DEFAULTS, f.name)
+            and not (f.name == "padding_end" and layer.padding_end == layer.padding)]
 
 
 class NetBuilder:
@@ -172,15 +188,19 @@ class NetBuilder:
         return layer.name
 
     # --- one method per operator ----------------------------------------------------------
-    def conv(self, name: str, src: str, out_channels: int, kernel: int | tuple[int, int],
-             stride: int = 1, padding: int | tuple[int, int] | None = None,
-             dilation: int = 1, groups: int = 1) -> str:
-        """Convolution; `padding=None` means 'same' padding for odd kernels."""
+    def conv(self, name: str, src: str | Sequence[str], out_channels: int,
+             kernel: int | tuple[int, int], stride: int | tuple[int, int] = 1,
+             padding: int | tuple[int, int] | None = None, dilation: int = 1,
+             groups: int = 1, padding_end: int | tuple[int, int] | None = None) -> str:
+        """Convolution of one input, or of several read concatenated along channels;
+        `padding=None` means 'same' padding for odd kernels; `padding_end` (bottom, right)
+        defaults to `padding`."""
         k = _pair(kernel)
         pad = _pair(padding) if padding is not None else (dilation * (k[0] - 1) // 2,
                                                           dilation * (k[1] - 1) // 2)
-        return self.add(Layer(name, Op.CONV, (src,), Shape(out_channels, 0, 0), k,
-                              _pair(stride), pad, _pair(dilation), groups))
+        return self.add(Layer(name, Op.CONV, _sources(src), Shape(out_channels, 0, 0), k,
+                              _pair(stride), pad, _pair(dilation), groups,
+                              padding_end=_optional_pair(padding_end)))
 
     def depthwise(self, name: str, src: str, kernel: int, stride: int = 1,
                   padding: int | None = None, dilation: int = 1) -> str:
@@ -191,25 +211,27 @@ class NetBuilder:
         return self.add(Layer(name, Op.DEPTHWISE_CONV, (src,), Shape(c, 0, 0), k,
                               _pair(stride), pad, _pair(dilation), groups=c))
 
-    def fc(self, name: str, src: str, out_features: int) -> str:
-        return self.add(Layer(name, Op.FC, (src,), Shape(out_features, 1, 1)))
+    def fc(self, name: str, src: str | Sequence[str], out_features: int) -> str:
+        return self.add(Layer(name, Op.FC, _sources(src), Shape(out_features, 1, 1)))
 
-    def matmul(self, name: str, src: str, out_features: int) -> str:
-        return self.add(Layer(name, Op.MATMUL, (src,), Shape(out_features, 0, 0)))
+    def matmul(self, name: str, src: str | Sequence[str], out_features: int) -> str:
+        return self.add(Layer(name, Op.MATMUL, _sources(src), Shape(out_features, 0, 0)))
 
     def matmul_act(self, name: str, lhs: str, rhs: str, heads: int,
                    transpose_rhs: bool) -> str:
         return self.add(Layer(name, Op.MATMUL_ACT, (lhs, rhs), Shape(0, 0, 0), groups=heads,
                               transpose_rhs=transpose_rhs))
 
-    def pool(self, name: str, src: str, kernel: int, stride: int, padding: int = 0,
-             kind: str = "max") -> str:
+    def pool(self, name: str, src: str | Sequence[str], kernel: int | tuple[int, int],
+             stride: int | tuple[int, int], padding: int | tuple[int, int] = 0,
+             kind: str = "max", padding_end: int | tuple[int, int] | None = None) -> str:
         op = {"max": Op.MAX_POOL, "avg": Op.AVG_POOL}[kind]
-        return self.add(Layer(name, op, (src,), Shape(0, 0, 0), _pair(kernel), _pair(stride),
-                              _pair(padding)))
+        return self.add(Layer(name, op, _sources(src), Shape(0, 0, 0), _pair(kernel),
+                              _pair(stride), _pair(padding),
+                              padding_end=_optional_pair(padding_end)))
 
-    def global_pool(self, name: str, src: str) -> str:
-        return self.add(Layer(name, Op.GLOBAL_POOL, (src,), Shape(0, 1, 1)))
+    def global_pool(self, name: str, src: str | Sequence[str]) -> str:
+        return self.add(Layer(name, Op.GLOBAL_POOL, _sources(src), Shape(0, 1, 1)))
 
     def eltwise(self, name: str, srcs: Iterable[str], kind: str = "add") -> str:
         op = {"add": Op.ADD, "mul": Op.MUL}[kind]
@@ -219,8 +241,15 @@ class NetBuilder:
         """Softmax, layernorm or GELU."""
         return self.add(Layer(name, op, (src,), Shape(0, 0, 0)))
 
-    def concat(self, name: str, srcs: Iterable[str], axis: str = "c") -> str:
-        return self.add(Layer(name, Op.CONCAT, tuple(srcs), Shape(0, 0, 0), axis=axis))
+    def concat(self, name: str, srcs: Iterable[str], axis: str = "c",
+               copy: bool = False) -> str:
+        """Concatenation; with `copy` the data is moved on the vector unit."""
+        return self.add(Layer(name, Op.CONCAT, tuple(srcs), Shape(0, 0, 0), axis=axis,
+                              copy=copy))
+
+    def transpose(self, name: str, src: str, perm: tuple[int, int, int]) -> str:
+        """Permutes the (C, H, W) axes: output axis d is input axis perm[d]."""
+        return self.add(Layer(name, Op.TRANSPOSE, (src,), Shape(0, 0, 0), perm=perm))
 
     def build(self) -> Workload:
         """The finished workload; sinks are outputs unless outputs were named explicitly."""
@@ -235,3 +264,11 @@ class NetBuilder:
 
 def _pair(v: int | tuple[int, int]) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def _optional_pair(v: int | tuple[int, int] | None) -> tuple[int, int] | None:
+    return None if v is None else _pair(v)
+
+
+def _sources(src: str | Sequence[str]) -> tuple[str, ...]:
+    return (src,) if isinstance(src, str) else tuple(src)

@@ -27,13 +27,19 @@ class Op(StrEnum):
     SOFTMAX = "softmax"  # over the channel axis (keys, for attention scores)
     LAYERNORM = "layernorm"  # over the channel axis (features)
     GELU = "gelu"  # element-wise activation
-    CONCAT = "concat"  # along `axis` ("c" or "h")
+    CONCAT = "concat"  # along `axis` ("c" or "h"); a layout change, or a copy (`copy`)
+    TRANSPOSE = "transpose"  # permutes the (C, H, W) axes (`perm`); moves every element
 
 
 #: Operators executed on the PE array (MACs); every other op runs on the vector unit.
 MAC_OPS = frozenset({Op.CONV, Op.DEPTHWISE_CONV, Op.FC, Op.MATMUL, Op.MATMUL_ACT})
 #: Operators that own a weight tensor loaded from DRAM.
 WEIGHTED_OPS = frozenset({Op.CONV, Op.DEPTHWISE_CONV, Op.FC, Op.MATMUL})
+#: Operators that read several inputs as one, concatenated along channels in input order
+#: (the SoMa reference's implicit concat: GoogLeNet's modules read their branches directly,
+#: no concat layer in between).
+CONCAT_READERS = frozenset({Op.CONV, Op.MAX_POOL, Op.AVG_POOL, Op.GLOBAL_POOL, Op.FC,
+                            Op.MATMUL})
 
 
 class Shape(NamedTuple):
@@ -95,9 +101,16 @@ class Layer:
     """One node of the workload DAG.
 
     `inputs` names producing layers or network inputs, in operand order (for MATMUL_ACT:
-    left operand, then right operand; for CONCAT: concatenation order). `out` is the
-    per-sample output shape. For MATMUL_ACT, `groups` is the number of attention heads and
-    `transpose_rhs` says whether the right operand is used transposed (QK^T) or not (P.V).
+    left operand, then right operand; for CONCAT: concatenation order; for the ops of
+    CONCAT_READERS, several inputs are read concatenated along channels). `out` is the
+    per-sample output shape. `padding` holds the leading pads (top, left), `padding_end`
+    the trailing ones (bottom, right); they differ where a window does not fit the input
+    evenly (the SoMa reference pads floor(total / 2) in front). For MATMUL_ACT, `groups`
+    is the number of attention heads and `transpose_rhs` says whether the right operand is
+    used transposed (QK^T) or in weight layout ([heads x out per head, reduction]: P.V, or
+    the reference's pre-transposed K). For TRANSPOSE, output axis d is input axis
+    `perm[d]` (0 = C, 1 = H, 2 = W). A CONCAT with `copy` moves its data on the vector
+    unit (one op per output element); without it the concat is a free layout change.
     """
 
     name: str
@@ -111,7 +124,20 @@ class Layer:
     groups: int = 1
     axis: str = "c"
     transpose_rhs: bool = False
+    padding_end: tuple[int, int] | None = None
+    """Bottom and right pads; None (normalised to `padding`) means symmetric."""
+    perm: tuple[int, int, int] = (0, 1, 2)
+    copy: bool = False
+
+    def __post_init__(self) -> None:
+        if self.padding_end is None:
+            object.__setattr__(self, "padding_end", self.padding)
 
     @property
     def has_weights(self) -> bool:
         return self.op in WEIGHTED_OPS
+
+    def pads(self, axis: int) -> tuple[int, int]:
+        """(leading, trailing) padding along axis 0 (height) or 1 (width)."""
+        assert self.padding_end is not None
+        return self.padding[axis], self.padding_end[axis]

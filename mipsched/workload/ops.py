@@ -10,17 +10,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mipsched.errors import InputError
-from mipsched.workload.layer import Layer, Op, Region, Shape
+from mipsched.workload.layer import CONCAT_READERS, Layer, Op, Region, Shape
 
 
 class ShapeError(InputError):
     """A layer's parameters do not fit the shapes of its inputs."""
 
 
-def conv_out_extent(size: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
-    """Output rows (or columns) of a sliding window over `size` input rows."""
+def conv_out_extent(size: int, kernel: int, stride: int, pad: int, dilation: int,
+                    pad_end: int | None = None) -> int:
+    """Output rows (or columns) of a sliding window over `size` input rows padded with
+    `pad` rows in front and `pad_end` (default: `pad`) behind."""
     span = dilation * (kernel - 1) + 1
-    return (size + 2 * pad - span) // stride + 1
+    return (size + pad + (pad if pad_end is None else pad_end) - span) // stride + 1
+
+
+def data_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
+    """The map a single-operand op computes on: its input, or for the ops of
+    CONCAT_READERS its inputs concatenated along channels (equal H x W checked)."""
+    if layer.op in CONCAT_READERS and len(ins) > 1:
+        if any((s.h, s.w) != (ins[0].h, ins[0].w) for s in ins):
+            raise ShapeError(f"layer '{layer.name}': inputs read as one along channels need "
+                             f"equal H x W, got {[tuple(s) for s in ins]}")
+        return Shape(sum(s.c for s in ins), ins[0].h, ins[0].w)
+    return ins[0]
 
 
 def window_input_range(
@@ -43,13 +56,18 @@ def infer_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
         if len(ins) != n:
             raise ShapeError(f"layer '{name}': {op} takes {n} input(s), got {len(ins)}")
 
-    if op in (Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL):
+    if op in CONCAT_READERS:
+        if not ins:
+            raise ShapeError(f"layer '{name}': {op} needs at least one input")
+    elif op != Op.CONCAT and op not in (Op.ADD, Op.MUL, Op.MATMUL_ACT):
         need(1)
-        (x,) = ins
-        h = conv_out_extent(x.h, layer.kernel[0], layer.stride[0], layer.padding[0],
-                            layer.dilation[0])
-        w = conv_out_extent(x.w, layer.kernel[1], layer.stride[1], layer.padding[1],
-                            layer.dilation[1])
+    if op in (Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL):
+        x = data_shape(layer, ins)
+        (top, bottom), (left, right) = layer.pads(0), layer.pads(1)
+        h = conv_out_extent(x.h, layer.kernel[0], layer.stride[0], top, layer.dilation[0],
+                            bottom)
+        w = conv_out_extent(x.w, layer.kernel[1], layer.stride[1], left, layer.dilation[1],
+                            right)
         if h <= 0 or w <= 0:
             raise ShapeError(f"layer '{name}': window {layer.kernel} does not fit input {x}")
         if op == Op.CONV:
@@ -61,14 +79,13 @@ def infer_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
             return Shape(layer.out.c, h, w)
         return Shape(x.c, h, w)
     if op == Op.GLOBAL_POOL:
-        need(1)
-        return Shape(ins[0].c, 1, 1)
+        return Shape(data_shape(layer, ins).c, 1, 1)
     if op == Op.FC:
-        need(1)
+        data_shape(layer, ins)
         return Shape(layer.out.c, 1, 1)
     if op == Op.MATMUL:
-        need(1)
-        return Shape(layer.out.c, ins[0].h, ins[0].w)
+        x = data_shape(layer, ins)
+        return Shape(layer.out.c, x.h, x.w)
     if op == Op.MATMUL_ACT:
         need(2)
         lhs, rhs = ins
@@ -91,8 +108,12 @@ def infer_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
             raise ShapeError(f"layer '{name}': {op} needs >= 2 inputs of one shape, got {ins}")
         return ins[0]
     if op in (Op.SOFTMAX, Op.LAYERNORM, Op.GELU):
-        need(1)
         return ins[0]
+    if op == Op.TRANSPOSE:
+        if sorted(layer.perm) != [0, 1, 2]:
+            raise ShapeError(f"layer '{name}': perm {list(layer.perm)} is not a permutation "
+                             "of the axes 0 (C), 1 (H), 2 (W)")
+        return Shape(*(ins[0][a] for a in layer.perm))
     if op == Op.CONCAT:
         if not ins:
             raise ShapeError(f"layer '{name}': concat needs inputs")
@@ -111,28 +132,30 @@ def infer_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
 def weight_elems(layer: Layer, ins: Sequence[Shape]) -> int:
     """Weight elements of the layer (0 for ops without weights); biases are not modelled."""
     r, s = layer.kernel
+    x = data_shape(layer, ins)
     if layer.op == Op.CONV:
-        return layer.out.c * (ins[0].c // layer.groups) * r * s
+        return layer.out.c * (x.c // layer.groups) * r * s
     if layer.op == Op.DEPTHWISE_CONV:
-        return ins[0].c * r * s
+        return x.c * r * s
     if layer.op == Op.FC:
-        return layer.out.c * ins[0].elems
+        return layer.out.c * x.elems
     if layer.op == Op.MATMUL:
-        return layer.out.c * ins[0].c
+        return layer.out.c * x.c
     return 0
 
 
 def reduction_size(layer: Layer, ins: Sequence[Shape]) -> int:
     """MACs per output element (the reduction length) of a PE-array op."""
     r, s = layer.kernel
+    x = data_shape(layer, ins)
     if layer.op == Op.CONV:
-        return (ins[0].c // layer.groups) * r * s
+        return (x.c // layer.groups) * r * s
     if layer.op == Op.DEPTHWISE_CONV:
         return r * s
     if layer.op == Op.FC:
-        return ins[0].elems
+        return x.elems
     if layer.op == Op.MATMUL:
-        return ins[0].c
+        return x.c
     if layer.op == Op.MATMUL_ACT:
         return ins[0].c // layer.groups
     return 0
@@ -148,7 +171,8 @@ def tile_vector_ops(layer: Layer, ins: Sequence[Shape], out: Region) -> int:
 
     Counts as the SoMa reference does: a window pool does kernel-area ops per output
     element, a global pool one op per input element, an n-input element-wise op n ops per
-    output element, softmax / layernorm / GELU one op per element; concat is a layout
+    output element, softmax / layernorm / GELU one op per element, a transpose and a
+    copying concat one op per element they move; a concat without `copy` is a layout
     change and costs nothing.
     """
     elems = out.elems(layer.out.c)
@@ -156,10 +180,11 @@ def tile_vector_ops(layer: Layer, ins: Sequence[Shape], out: Region) -> int:
     if op in (Op.MAX_POOL, Op.AVG_POOL):
         return elems * layer.kernel[0] * layer.kernel[1]
     if op == Op.GLOBAL_POOL:
-        return out.batch * ins[0].elems
+        return out.batch * data_shape(layer, ins).elems
     if op in (Op.ADD, Op.MUL):
         return elems * len(ins)
-    if op in (Op.SOFTMAX, Op.LAYERNORM, Op.GELU):
+    if op in (Op.SOFTMAX, Op.LAYERNORM, Op.GELU, Op.TRANSPOSE) or (
+            op == Op.CONCAT and layer.copy):
         return elems
     return 0
 
@@ -169,10 +194,16 @@ def input_region(layer: Layer, index: int, ins: Sequence[Shape], out: Region) ->
 
     Sliding windows read their window with halo (clipped to real rows); FC, global pool and
     the right operand of MATMUL_ACT read whole planes; concat over height reads the slice of
-    the input that falls into `out`; everything else is point-wise in H and W.
+    the input that falls into `out`; a transpose reads, along each input axis, the rows its
+    output region holds there (all of them for the axis that becomes the channels);
+    everything else is point-wise in H and W.
     """
     src = ins[index]
     op = layer.op
+    if op == Op.TRANSPOSE:
+        spans = ((0, src.c), (out.h0, out.h1), (out.w0, out.w1))
+        (h0, h1), (w0, w1) = spans[layer.perm.index(1)], spans[layer.perm.index(2)]
+        return Region(out.b0, out.b1, h0, h1, w0, w1)
     if op in (Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL):
         h0, h1 = window_input_range(out.h0, out.h1, layer.kernel[0], layer.stride[0],
                                     layer.padding[0], layer.dilation[0], src.h)
@@ -188,3 +219,18 @@ def input_region(layer: Layer, index: int, ins: Sequence[Shape], out: Region) ->
             return None
         return Region(out.b0, out.b1, lo, hi, out.w0, out.w1)
     return out
+
+
+def input_channels(layer: Layer, index: int, ins: Sequence[Shape], out: Region) -> int:
+    """Channels of input `index` that output region `out` reads: all of them, except for a
+    transpose, whose input channels are the rows or columns of its output region."""
+    if layer.op != Op.TRANSPOSE:
+        return ins[index].c
+    holder = layer.perm.index(0)  # the output axis that holds the input channels
+    return (ins[index].c, out.height, out.width)[holder]
+
+
+def input_elems(layer: Layer, index: int, ins: Sequence[Shape], out: Region) -> int | None:
+    """Per-tile elements of input `index` that output region `out` reads (None: none)."""
+    region = input_region(layer, index, ins, out)
+    return None if region is None else region.elems(input_channels(layer, index, ins, out))
