@@ -67,6 +67,30 @@ OBJECTIVES = {"edp": Objective(1.0, 1.0), "latency": Objective(0.0, 1.0),
               "energy": Objective(1.0, 0.0)}
 
 
+@dataclass
+class Trail:
+    """The best-so-far history of a search: one point per improvement of the objective,
+    (seconds since `started`, latency in cycles, objective cost). Searches offer every
+    schedule they keep as their best; a point is added when it improves the cost."""
+
+    started: float = field(default_factory=time.perf_counter)
+    """time.perf_counter() at the start of the run (CLOCK_MONOTONIC: comparable across
+    forked worker processes)."""
+    points: list[tuple[float, int, float]] = field(default_factory=list)
+
+    def offer(self, latency_cycles: int, cost: float, at: float | None = None) -> None:
+        """Records a schedule found at perf_counter() time `at` (default: now)."""
+        if self.points and cost >= self.points[-1][2]:
+            return
+        when = (time.perf_counter() if at is None else at) - self.started
+        self.points.append((when, latency_cycles, cost))
+
+    def first_at_most(self, latency_cycles: int) -> float | None:
+        """Seconds until the first recorded schedule with at most this latency (None:
+        none)."""
+        return next((t for t, lat, _ in self.points if lat <= latency_cycles), None)
+
+
 @dataclass(frozen=True)
 class SearchOptions:
     """Knobs every method accepts. `time_limit` in seconds (None: no limit)."""
@@ -80,6 +104,16 @@ class SearchOptions:
     """Set by Ctrl-C (see `stop_on_ctrl_c`): searches end with their best so far."""
     windows: WindowSettings = field(default_factory=WindowSettings)
     """Sizes of the DLSA model's windows on programs too big for one model."""
+    target_latency: int | None = None
+    """Searches stop as soon as they hold a schedule of at most this latency (cycles):
+    `solve` sets it from the certified bound and the gap it is asked to reach. None:
+    search until the time limit (or the method's own end)."""
+    trail: Trail | None = field(default=None, compare=False)
+    """Where searches record their best-so-far history (None: not recorded)."""
+
+    def reached(self, latency_cycles: int) -> bool:
+        """Whether a schedule of this latency meets `target_latency`."""
+        return self.target_latency is not None and latency_cycles <= self.target_latency
 
     def deadline(self) -> float | None:
         """perf_counter() value at which the search must stop."""
