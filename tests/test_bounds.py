@@ -7,14 +7,17 @@ import math
 import random
 import time
 
+import numpy as np
 import pytest
 
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.formulations.bounds import (
+    compulsory_dram_bound,
     compulsory_dram_bytes,
+    compute_bound,
+    energy_bound,
     network_latency_bound,
     program_bound,
-    touched_elems,
 )
 from mipsched.formulations.exact import (
     _least_bound,
@@ -24,6 +27,7 @@ from mipsched.formulations.exact import (
     relaxation_bound,
 )
 from mipsched.formulations.lfa import SegmentCache, flg_keys
+from mipsched.formulations.needed import needed, read_mask
 from mipsched.formulations.solver import solve as solve_model
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
@@ -33,8 +37,9 @@ from mipsched.schedule.prefetch_dlsa import tight_dlsa
 from mipsched.solve import solve
 from mipsched.workload import zoo
 from mipsched.workload.graph import NetBuilder
+from mipsched.workload.zoo.random_dags import random_dag
 
-from strategies import random_dlsa
+from strategies import random_dlsa, random_lfa
 
 
 def strided_net():
@@ -47,9 +52,93 @@ def strided_net():
 
 def test_only_touched_rows_and_columns_are_compulsory() -> None:
     wl = strided_net()
-    layer = wl.layers["sub"]
-    assert touched_elems(layer, 0, wl.in_shapes("sub")) == 512 * 32 * 32
+    assert needed(wl).input_elems["x"] == 512 * 32 * 32
     assert compulsory_dram_bytes(wl) == 512 * 32 * 32 + 512 * 64 + 64 * 32 * 32
+
+
+def downsampling_block(batch: int = 1):
+    """ResNet v1's end of a stage: 1x1 -> 3x3 -> 1x1 -> add (with the block input) ->
+    the next stage's stride-2 1x1 conv, which reads only even rows and columns."""
+    b = NetBuilder("downsampling", batch)
+    x = b.input("x", 16, 8, 8)
+    y = b.conv("c", b.conv("b", b.conv("a", x, 8, 1), 8, 3), 16, 1)
+    b.conv("sub", b.eltwise("add", [y, x]), 32, 1, stride=2)
+    return b.build()
+
+
+def test_needed_positions_follow_strided_readers_back_to_the_inputs() -> None:
+    """The add, the 1x1 before it and the 3x3 before that need only the 4 x 4 even
+    positions the stride-2 conv reads; the first 1x1 feeds 3x3 windows around them and
+    needs every position; of the input, the add needs only the even positions but the
+    first conv needs them all."""
+    found = needed(downsampling_block())
+    assert found.positions == {"sub": 16, "add": 16, "c": 16, "b": 16, "a": 64}
+    assert found.input_elems == {"x": 16 * 64}
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_finest_tiling_computes_exactly_the_needed_positions(batch: int) -> None:
+    """Brute-force oracle: one FLG tiled down to single output positions computes, per
+    layer, exactly the positions `needed` says every schedule must compute."""
+    wl = downsampling_block(batch)
+    lowerer = Lowerer(wl, load_hardware("edge"))
+    plan = lowerer.plan(tuple(wl.layers), batch * 16)
+    found = needed(wl)
+    for name in wl.layers:
+        computed = {(b, y, x) for r in plan.tiles.produced[name] if r is not None
+                    for b in range(r.b0, r.b1) for y in range(r.h0, r.h1)
+                    for x in range(r.w0, r.w1)}
+        assert len(computed) == batch * found.positions[name], name
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_every_lfa_computes_the_needed_positions(seed: int) -> None:
+    """On random DAGs with stride-2 1x1 convs after adds, under random LFAs (tilings up
+    to 64): every needed position is computed by some tile, the compute bound is at most
+    the tile cycles, the compulsory DRAM bound at most the DRAM cycles, and the energy
+    bound at most the energy."""
+    rng = random.Random(seed)
+    wl = random_dag(seed, 8, batch=rng.choice((1, 2)), subsample=True)
+    hw = load_hardware("edge")
+    lowerer = Lowerer(wl, hw)
+    found = needed(wl)
+    masks = _needed_masks(wl)
+    for _ in range(3):
+        lfa = random_lfa(wl, rng, tilings=(1, 2, 4, 16, 64))
+        program = lowerer.lower(lfa)
+        for name, mask in masks.items():
+            plan = lowerer.plan(*_flg_of(lfa, name))
+            covered = np.zeros_like(mask)
+            for r in plan.tiles.produced[name]:
+                if r is not None:
+                    covered[r.h0:r.h1, r.w0:r.w1] = True
+            assert not (mask & ~covered).any(), name
+        assert compute_bound(wl, hw).value <= program.compute_cycles
+        assert compulsory_dram_bound(wl, hw).value <= program.dram_cycles
+        assert energy_bound(wl, hw, 0).value <= program.energy_pj * (1 + 1e-9)
+    assert all(v > 0 for v in found.positions.values())
+
+
+def _flg_of(lfa: Lfa, name: str) -> tuple[tuple[str, ...], int]:
+    """The layers and tiling number of the FLG holding `name`."""
+    for (a, b), t in zip(lfa.flg_bounds(), lfa.tiling, strict=True):
+        if name in lfa.order[a:b]:
+            return lfa.order[a:b], t
+    raise KeyError(name)
+
+
+def _needed_masks(wl) -> dict[str, np.ndarray]:
+    """Per layer, the needed (H, W) mask, recomputed with needed.read_mask."""
+    masks: dict[str, np.ndarray] = {}
+    for name in reversed(wl.layers):
+        layer = wl.layers[name]
+        mask = np.full((layer.out.h, layer.out.w), name in wl.outputs)
+        for v in wl.consumers(name):
+            for k, src in enumerate(wl.layers[v].inputs):
+                if src == name:
+                    mask |= read_mask(wl.layers[v], k, wl.in_shapes(v), masks[v])
+        masks[name] = mask
+    return masks
 
 
 @pytest.mark.parametrize("hw_name", ["edge", "cloud"])

@@ -2,8 +2,9 @@
 hardware, each with its derivation.
 
 Two facts carry them all:
-- every output position a consumer reads (or that is a network output) is computed by
-  at least one tile; tiling only adds work (halo recompute), never removes it;
+- every output position that a consumer reads to compute what it must compute (or that
+  is a network output) is computed by at least one tile (`needed.py`: propagated back
+  from the outputs); tiling only adds work (halo recompute), never removes it;
 - tiles run one at a time on the core array, and DRAM serves one transfer at a time.
 
 Latency (cycles):
@@ -13,8 +14,9 @@ Latency (cycles):
   cycles per output position) x (positions it must compute) (`position_cycles_bound`);
   per vector layer, sum of ceil(ops/rate) >= its ops / rate. Summed over layers.
 - `compulsory_dram`: every weight is loaded at least once; of every network input, the
-  elements some kernel tap reads (`touched_elems`) are loaded at least once; every
-  network output is stored at least once; each byte takes 1 / bandwidth cycles.
+  elements needed to compute the needed positions of its readers (`needed.py`) are
+  loaded at least once; every network output is stored at least once; each byte takes
+  1 / bandwidth cycles.
 - `lfa_relaxation` (see `lfa_bound.py`): latency >= the ideal max(sum of tile cycles,
   sum of DRAM cycles) of its LFA, so the least ideal over the LFAs is a bound.
 Energy (pJ), `energy`: MACs of the positions that must be computed x MAC energy; each such
@@ -35,10 +37,11 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from mipsched.cost.core_array import conv_shape, group_sharing, position_cycles_bound
+from mipsched.formulations.needed import needed
 from mipsched.hw.model import Hardware
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.workload.graph import Workload
-from mipsched.workload.layer import MAC_OPS, Layer, Op, Shape
+from mipsched.workload.layer import MAC_OPS, Layer, Op
 
 
 @dataclass(frozen=True)
@@ -81,19 +84,21 @@ def network_latency_bound(workload: Workload, hw: Hardware) -> LatencyBound:
 
 
 def compute_bound(workload: Workload, hw: Hardware) -> Bound:
+    positions = needed(workload).positions
     cycles = Fraction(0)
     for name, layer in workload.layers.items():
-        positions = needed_positions(workload, name)
+        count = workload.batch * positions[name]
         if layer.op in MAC_OPS:
-            cycles += positions * _cycles_per_position(workload, hw, layer)
+            cycles += count * _cycles_per_position(workload, hw, layer)
         else:
             total = workload.batch * layer.out.h * layer.out.w
-            cycles += Fraction(workload.vector_ops(name) * positions,
+            cycles += Fraction(workload.vector_ops(name) * count,
                                total * hw.vector_unit.ops_per_cycle)
     return Bound("compute", math.ceil(cycles),
                  "sum over layers of (least PE-array cycles per output position over the "
-                 "six unrollings x positions some consumer reads), plus vector ops / vector "
-                 "rate")
+                 "six unrollings x the positions every schedule computes: those its "
+                 "consumers read to compute theirs, back from the outputs), plus vector "
+                 "ops of those positions / vector rate")
 
 
 def compulsory_dram_bound(workload: Workload, hw: Hardware) -> Bound:
@@ -104,12 +109,9 @@ def compulsory_dram_bound(workload: Workload, hw: Hardware) -> Bound:
 
 
 def compulsory_dram_bytes(workload: Workload) -> int:
-    """Bytes every schedule moves: weights, the read part of the inputs, the outputs."""
-    input_bytes = sum(workload.batch * workload.elem_bytes * max(
-        touched_elems(workload.layers[v], k, workload.in_shapes(v))
-        for v in workload.consumers(t) for k, src in enumerate(workload.layers[v].inputs)
-        if src == t) for t in workload.inputs)
-    return (workload.total_weight_bytes + input_bytes
+    """Bytes every schedule moves: weights, the needed part of the inputs, the outputs."""
+    input_elems = sum(needed(workload).input_elems.values())
+    return (workload.total_weight_bytes + workload.batch * workload.elem_bytes * input_elems
             + sum(workload.ofmap_bytes(t) for t in workload.outputs))
 
 
@@ -118,8 +120,9 @@ def energy_bound(workload: Workload, hw: Hardware, latency_cycles: int) -> Bound
     ca = hw.core_array
     e = workload.elem_bytes
     pj = 0.0
+    needed_positions = needed(workload).positions
     for name, layer in workload.layers.items():
-        positions = needed_positions(workload, name)
+        positions = workload.batch * needed_positions[name]
         total = workload.batch * layer.out.h * layer.out.w
         if layer.op in MAC_OPS:
             sh = conv_shape(layer, workload.in_shapes(name), 1, 1, 1)
@@ -147,18 +150,6 @@ def edp_bound(energy: Bound, latency: LatencyBound) -> Bound:
                  "each is at least its bound")
 
 
-def needed_positions(workload: Workload, name: str) -> int:
-    """Output positions (sample, row, column) of layer `name` that every schedule computes:
-    all of a network output's, else the most any one consumer reads."""
-    layer = workload.layers[name]
-    if name in workload.outputs:
-        return workload.batch * layer.out.h * layer.out.w
-    per_sample = max(touched_elems(workload.layers[v], k, workload.in_shapes(v))
-                     for v in workload.consumers(name)
-                     for k, src in enumerate(workload.layers[v].inputs) if src == name)
-    return workload.batch * per_sample // layer.out.c
-
-
 def _cycles_per_position(workload: Workload, hw: Hardware, layer: Layer) -> Fraction:
     """Least PE-array cycles per output position of `layer`, all groups together."""
     ins = workload.in_shapes(layer.name)
@@ -170,24 +161,6 @@ def _cycles_per_position(workload: Workload, hw: Hardware, layer: Layer) -> Frac
     sh = conv_shape(layer, ins, workload.batch, layer.out.h, layer.out.w)
     serial = -(-sh.groups // group_sharing(hw, sh))
     return position_cycles_bound(hw, sh) * serial
-
-
-def touched_elems(layer: Layer, index: int, in_shapes: tuple[Shape, ...]) -> int:
-    """Per-sample elements of input `index` that some kernel tap of `layer` reads."""
-    src = in_shapes[index]
-    if layer.op not in (Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL):
-        return src.elems
-    rows = _touched(src.h, layer.out.h, layer.kernel[0], layer.stride[0], layer.padding[0],
-                    layer.dilation[0])
-    cols = _touched(src.w, layer.out.w, layer.kernel[1], layer.stride[1], layer.padding[1],
-                    layer.dilation[1])
-    return src.c * rows * cols
-
-
-def _touched(size: int, out: int, kernel: int, stride: int, pad: int, dilation: int) -> int:
-    """How many of `size` input rows a sliding window producing `out` rows reads."""
-    hit = {o * stride - pad + k * dilation for o in range(out) for k in range(kernel)}
-    return sum(1 for x in hit if 0 <= x < size)
 
 
 def program_bound(program: TileProgram) -> int:

@@ -6,7 +6,9 @@ tensors (mostly one of the three newest, so graphs are both deep and branchy): a
 pool (3x3/1 'same', or 2x2/2 on an even map >= 8x8), an add of two same-shaped tensors, or
 a channel concat of two tensors of equal H x W (at most 64 channels). An add or concat
 with no fitting partner becomes a conv keeping the channel count (so later adds find
-partners). Every sink is a network output.
+partners). With `subsample`, an add on a map of at least 4 x 4 is followed half of the
+time by a 1x1 stride-2 conv reading it (ResNet v1's downsampling: the add's producers
+need only every other row and column). Every sink is a network output.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from mipsched.workload.graph import NetBuilder, Workload
 MAX_CONCAT_CHANNELS = 64
 
 
-def random_dag(seed: int, n_layers: int = 6, batch: int = 1) -> Workload:
-    """A random valid workload of `n_layers` layers (>= 1), the same for the same seed."""
+def random_dag(seed: int, n_layers: int = 6, batch: int = 1,
+               subsample: bool = False) -> Workload:
+    """A random valid workload of about `n_layers` layers (>= 1; with `subsample` a
+    strided conv may come on top of an add), the same for the same arguments."""
     if n_layers < 1:
         raise ValueError(f"n_layers must be >= 1, got {n_layers}")
     rng = random.Random(seed)
@@ -30,6 +34,10 @@ def random_dag(seed: int, n_layers: int = 6, batch: int = 1) -> Workload:
         src = rng.choice(tensors[-3:] if rng.random() < 0.7 else tensors)
         kind = rng.choices(("conv", "pool", "add", "concat"), weights=(4, 2, 2, 2))[0]
         tensors.append(_layer(b, rng, kind, i, src, tensors))
+        added = b.shape(tensors[-1])
+        if (subsample and tensors[-1].startswith("add") and added.h >= 4
+                and rng.random() < 0.5):
+            tensors.append(b.conv(f"sub{i}", tensors[-1], added.c, 1, stride=2))
     return b.build()
 
 

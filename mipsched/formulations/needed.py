@@ -1,0 +1,119 @@
+"""What every schedule must compute and load: needed output positions of each layer and
+needed elements of each network input, propagated back from the network outputs.
+
+A network output is computed whole. Any other layer must compute at least the positions
+(sample, row, column; all channels) its consumers read *to compute what they must
+compute* — not what they would read for their whole output: a stride-2 1x1 conv reads
+rows 0, 2, ..., so the element-wise layer before it, and that layer's producers, need
+only those rows (SoMa reference: ResNet v1's `conv_2_2_*` compute 55 x 55 of 56 x 56
+when fused with `conv_3_0_a`, and one-row tiles would compute only the even rows).
+
+Why this holds for every schedule: a tile computes an output region only after every
+input position it reads has been computed (by a tile of its FLG or an earlier stored or
+held share), and tiles never compute less than their region; so by induction from the
+outputs, every position in these sets is computed at least once, whatever the tiling.
+
+Masks are per sample (all samples alike): a boolean (H, W) array per layer; a network
+input's needed elements are counted over (C, H, W), because a transpose reading it may
+need only some channels at a position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mipsched.workload.graph import Workload
+from mipsched.workload.layer import Layer, Op, Shape
+
+_WINDOWS = (Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL)
+
+
+@dataclass(frozen=True)
+class Needed:
+    """Per-sample needed positions of every layer and needed elements of every input."""
+
+    positions: dict[str, int]
+    """Layer -> output positions (rows x columns) per sample that every schedule computes."""
+    input_elems: dict[str, int]
+    """Network input -> elements (C x H x W) per sample that every schedule loads."""
+
+
+def needed(workload: Workload) -> Needed:
+    """Needed positions and input elements, by back-propagation from the outputs."""
+    masks: dict[str, np.ndarray] = {}
+    for name in reversed(workload.layers):
+        layer = workload.layers[name]
+        mask = np.zeros((layer.out.h, layer.out.w), dtype=bool)
+        if name in workload.outputs:
+            mask[:] = True
+        for v, k in _readers(workload, name):
+            mask |= read_mask(workload.layers[v], k, workload.in_shapes(v), masks[v])
+        masks[name] = mask
+    input_elems = {}
+    for tensor, shape in workload.inputs.items():
+        positions = np.zeros((shape.h, shape.w), dtype=bool)
+        partial = np.zeros((shape.c, shape.h, shape.w), dtype=bool)
+        for v, k in _readers(workload, tensor):
+            reader = workload.layers[v]
+            if reader.op == Op.TRANSPOSE:
+                partial |= transposed_input(reader, shape, masks[v])
+            else:
+                positions |= read_mask(reader, k, workload.in_shapes(v), masks[v])
+        input_elems[tensor] = int(shape.c * positions.sum()
+                                  + (partial & ~positions[None]).sum())
+    return Needed({n: int(m.sum()) for n, m in masks.items()}, input_elems)
+
+
+def _readers(workload: Workload, tensor: str) -> list[tuple[str, int]]:
+    """(consumer, input index) of every read of `tensor`."""
+    return [(v, k) for v in workload.consumers(tensor)
+            for k, src in enumerate(workload.layers[v].inputs) if src == tensor]
+
+
+def read_mask(layer: Layer, index: int, ins: Sequence[Shape], out: np.ndarray
+              ) -> np.ndarray:
+    """(H, W) mask of the positions of input `index` that computing the output positions
+    in `out` reads (all channels of each position, except through a transpose, where a
+    position counts when any of its channels is read)."""
+    src = ins[index]
+    op = layer.op
+    if not out.any():
+        return np.zeros((src.h, src.w), dtype=bool)
+    if op in _WINDOWS:
+        return _window_reads(layer, src, out)
+    if op in (Op.FC, Op.GLOBAL_POOL) or (op == Op.MATMUL_ACT and index == 1):
+        return np.ones((src.h, src.w), dtype=bool)
+    if op == Op.TRANSPOSE:
+        return transposed_input(layer, src, out).any(axis=0)
+    if op == Op.CONCAT and layer.axis == "h":
+        offset = sum(s.h for s in ins[:index])
+        return out[offset:offset + src.h].copy()
+    return out.copy()
+
+
+def _window_reads(layer: Layer, src: Shape, out: np.ndarray) -> np.ndarray:
+    """Input positions that some kernel tap of a needed output position reads."""
+    reads = np.zeros((src.h, src.w), dtype=bool)
+    rows, cols = np.nonzero(out)
+    (sh, sw), (dh, dw) = layer.stride, layer.dilation
+    top, left = layer.padding
+    for ki in range(layer.kernel[0]):
+        y = rows * sh - top + ki * dh
+        for kj in range(layer.kernel[1]):
+            x = cols * sw - left + kj * dw
+            inside = (y >= 0) & (y < src.h) & (x >= 0) & (x < src.w)
+            reads[y[inside], x[inside]] = True
+    return reads
+
+
+def transposed_input(layer: Layer, src: Shape, out: np.ndarray) -> np.ndarray:
+    """(C, H, W) mask of the input elements a transpose reads to produce every channel of
+    the output positions in `out` (output axis d is input axis perm[d])."""
+    out3 = np.broadcast_to(out, (layer.out.c, *out.shape))
+    back = tuple(layer.perm.index(a) for a in range(3))
+    mask = np.ascontiguousarray(np.transpose(out3, back))
+    assert mask.shape == (src.c, src.h, src.w)
+    return mask
