@@ -1,15 +1,16 @@
 """Tile cost model against the SoMa reference implementation's exported tile costs.
 
-The networks are rebuilt here as the reference defines them (src/nns/resnet.cpp,
-transformer.cpp, randwire_small.cpp); note that the reference's ResNet-50 puts the
-stride-2 of a downsampling block on the 1x1 'a' conv (ResNet v1), not on the 3x3 'b'.
+The networks are the zoo's SoMa reference networks (resnet50, gpt2_small_prefill,
+randwire_small), layer for layer the reference's (tests/test_reference_nets.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from functools import cache
+from collections import Counter
+from collections.abc import Mapping
+from functools import cache, reduce
 from pathlib import Path
 
 import pytest
@@ -19,98 +20,47 @@ from hypothesis import strategies as st
 from mipsched.cost import NoMappingError, TileCost, tile_cost
 from mipsched.cost.core_array import ConvShape, map_conv
 from mipsched.hw import Hardware, load_hardware
-from mipsched.workload import ops
+from mipsched.workload import ops, zoo
 from mipsched.workload.graph import NetBuilder, Workload
-from mipsched.workload.layer import Op, Region, full_region
+from mipsched.workload.layer import Region, full_region
 
 INSTANCES = Path(__file__).resolve().parents[2] / "shared" / "instances"
 #: The presets carry the reference's unrounded per-byte energies: tile energies agree
 #: with the reference to rounding of the decimal constants.
 ENERGY_REL = 1e-9
+#: instance -> (hardware preset, zoo network)
+CASES = {
+    "resnet50-edge-b1.json": ("edge", "resnet50"),
+    "gpt2-small-prefill-edge-b1.json": ("edge", "gpt2_small_prefill"),
+    "randwire-small-cloud-b1.json": ("cloud", "randwire_small"),
+}
+
+needs_instances = pytest.mark.skipif(not INSTANCES.is_dir(),
+                                     reason="shared/instances not present")
 
 
 @cache
 def resnet50() -> Workload:
-    b = NetBuilder("resnet50-soma")
-    x = b.input("input", 3, 224, 224)
-    x = b.conv("conv1", x, 64, 7, stride=2, padding=3)
-    x = b.pool("pool1", x, 3, 2, 1)
-    stages = ((3, 64, 256), (4, 128, 512), (6, 256, 1024), (3, 512, 2048))
-    for seg, (blocks, mid, out) in enumerate(stages, start=2):
-        for blk in range(blocks):
-            stride = 2 if blk == 0 and seg > 2 else 1
-            p = f"conv_{seg}_{blk}_"
-            a = b.conv(p + "a", x, mid, 1, stride=stride)
-            c = b.conv(p + "c", b.conv(p + "b", a, mid, 3), out, 1)
-            if blk == 0:
-                x = b.conv(f"conv_{seg}_br", x, out, 1, stride=stride)
-            x = b.eltwise(p + "res", [x, c])
-    b.fc("fc", b.global_pool("pool5", x), 1000)
-    return b.build()
+    return zoo.get("resnet50")
 
 
-@cache
-def gpt2_block() -> Workload:
-    """GPT-2 small prefill block (12 heads x 64, 512 tokens) in mipsched ops; the
-    reference's per-head K transposes and K concat are left out; one 768-wide K
-    projection stands in for its 12 per-head K convs."""
-    b = NetBuilder("gpt2-soma")
-    x = b.input("input_qkv", 768, 512, 1)
-    n1 = b.unary("norm1", x, Op.LAYERNORM)
-    b.matmul("attention_K0", n1, 64)
-    q = b.matmul("attention_Q", n1, 768)
-    k = b.matmul("attention_Kfull", n1, 768)
-    v = b.matmul("attention_V", n1, 768)
-    qk = b.matmul_act("attention_QK", q, k, heads=12, transpose_rhs=True)
-    p = b.unary("attention_QK_elt", qk, Op.SOFTMAX)
-    pv = b.matmul_act("attention_QKV", p, v, heads=12, transpose_rhs=False)
-    r1 = b.eltwise("res1", [b.matmul("attention_FC", pv, 768), x])
-    f1 = b.matmul("ffn1", b.unary("norm2", r1, Op.LAYERNORM), 3072)
-    f2 = b.matmul("ffn2", b.unary("GeLU", f1, Op.GELU), 768)
-    b.eltwise("res2", [r1, f2])
-    b.output("res2", "attention_K0")
-    return b.build()
-
-
-@cache
-def randwire() -> Workload:
-    """The reference's randwire_small layer shapes (its wiring is not needed here)."""
-    b = NetBuilder("randwire-soma")
-    x = b.input("input", 3, 224, 224)
-    c2 = b.conv("conv2d_2", b.conv("conv2d_1", x, 32, 3, stride=2), 64, 3, stride=2)
-    c4 = b.conv("conv2d_4", b.conv("conv2d_3", c2, 64, 3, stride=2), 64, 1)
-    c5 = b.conv("conv2d_5", c4, 64, 3)
-    c8 = b.conv("conv2d_8", b.conv("conv2d_7", c2, 64, 3, stride=2), 64, 1)
-    e1 = b.eltwise("element_wise1", [c4, c8])
-    e4 = b.eltwise("element_wise4", [c5, c4, c8, e1])
-    e8 = b.unary("element_wise8", b.eltwise("element_wise7", [c5, c4, e4]), Op.GELU)
-    c24 = b.conv("conv2d_24", b.conv("conv2d_23", e8, 64, 3, stride=2), 128, 1)
-    c30 = b.conv("conv2d_30", b.conv("conv2d_29", c24, 128, 3), 128, 1)
-    e12 = b.eltwise("element_wise12", [c24, c30, c24, c30, c24])
-    c44 = b.conv("conv2d_44", b.conv("conv2d_43", e12, 128, 3, stride=2), 256, 1)
-    c48 = b.conv("conv2d_48", b.conv("conv2d_47", c44, 256, 3), 256, 1)
-    b.conv("conv2d_63", b.eltwise("element_wise16", [c44, c48]), 1024, 1)
-    return b.build()
-
-
-def resnet_tile(name: str) -> Region:
-    """The reference's tile of a ResNet-50 layer in resnet50-edge-b1.json: the whole
-    layer, except the last block of stages 2-4, which is fused with the next stage's
-    stride-2 1x1 convs and so only computes the rows and columns they read."""
-    wl = resnet50()
-    for last, nxt in (("conv_2_2_", "conv_3_0_a"), ("conv_3_3_", "conv_4_0_a"),
-                      ("conv_4_5_", "conv_5_0_a")):
-        if name.startswith(last) and name[-1] != "a":
-            lay = wl.layers[nxt]
-            return ops.input_region(lay, 0, wl.in_shapes(nxt), full_region(1, lay.out))
-    return full_region(1, wl.layers[name].out)
-
-
-def gpt2_tile(name: str) -> Region:
-    """Tiles of gpt2-small-prefill-edge-b1.json: token slices of 256 or 128 rows."""
-    rows = {"attention_QK": 256, "attention_QK_elt": 256, "attention_QKV": 256,
-            "GeLU": 128, "ffn2": 128, "res2": 128}.get(name, 512)
-    return Region(0, 1, 0, rows, 0, 1)
+def tile_regions(wl: Workload, tiles: Mapping[str, int]) -> dict[str, Region]:
+    """The region one tile of each layer computes when layer L runs as tiles[L] tiles:
+    what the tiles of its consumers with as many tiles (fused with it, tile by tile) read
+    of it, halo and strides included; a layer without such consumers computes 1/tiles of
+    its rows. So a one-tile layer computes its whole output unless its fused consumers read
+    only part of it (ResNet's conv_2_2_*: 55x55, the stride-2 1x1 convs after them read
+    rows 0, 2, ..., 54), and QK's weight operand K is computed whole for each QK tile."""
+    regions: dict[str, Region] = {}
+    for name in reversed(wl.layers):
+        reads = [ops.input_region(wl.layers[c], i, wl.in_shapes(c), regions[c])
+                 for c in wl.consumers(name) if tiles[c] == tiles[name]
+                 for i, src in enumerate(wl.layers[c].inputs) if src == name]
+        reads = [r for r in reads if r is not None]
+        out = wl.layers[name].out
+        regions[name] = (reduce(Region.hull, reads) if reads else
+                         Region(0, wl.batch, 0, -(-out.h // tiles[name]), 0, out.w))
+    return regions
 
 
 def cost_of(hw: Hardware, wl: Workload, name: str, region: Region) -> TileCost:
@@ -118,53 +68,69 @@ def cost_of(hw: Hardware, wl: Workload, name: str, region: Region) -> TileCost:
     return tile_cost(hw, lay, wl.in_shapes(name), region, wl.elem_bytes)
 
 
-CASES = {
-    "resnet50-edge-b1.json": ("edge", resnet50, resnet_tile),
-    "gpt2-small-prefill-edge-b1.json": ("edge", gpt2_block, gpt2_tile),
-    "randwire-small-cloud-b1.json": ("cloud", randwire,
-                                     lambda n: full_region(1, randwire().layers[n].out)),
-}
-
-
-def reference_tiles(instance: str):
-    hw_name, net, tile = CASES[instance]
-    wl = net()
+def reference_tiles(instance: str) -> tuple[Hardware, Workload, dict[str, Region],
+                                            Counter[str], list[tuple[str, int, float]]]:
+    """Hardware, zoo network, tile regions, tiles per layer and the instance's tiles
+    (layer, compute cycles, energy in pJ)."""
+    hw_name, net = CASES[instance]
+    wl = zoo.get(net)
     tiles = json.loads((INSTANCES / instance).read_text())["tiles"]
-    rows = [(t["layer"], t["compute_cycles"], t["energy_pj"]) for t in tiles
-            if t["layer"] in wl.layers]
-    return load_hardware(hw_name), wl, tile, rows
+    rows = [(t["layer"], t["compute_cycles"], t["energy_pj"]) for t in tiles]
+    count = Counter(name for name, _, _ in rows)
+    return load_hardware(hw_name), wl, tile_regions(wl, count), count, rows
 
 
 def test_conv1_edge_one_tile():
-    c = cost_of(load_hardware("edge"), resnet50(), "conv1", resnet_tile("conv1"))
+    wl = resnet50()
+    c = cost_of(load_hardware("edge"), wl, "conv1", full_region(1, wl.layers["conv1"].out))
     assert c.cycles == 76_832 == 1 * 2 * 28 * 28 * 49
     assert c.mapping == "HxW"
     assert c.macs == 64 * 112 * 112 * 3 * 49
     assert c.energy_pj == pytest.approx(39416159.8962491, rel=ENERGY_REL)
 
 
-@pytest.mark.skipif(not INSTANCES.is_dir(), reason="shared/instances not present")
+@needs_instances
 @pytest.mark.parametrize("instance", sorted(CASES))
-def test_matches_reference_tiles(instance):
-    hw, wl, tile, rows = reference_tiles(instance)
-    assert len({name for name, _, _ in rows}) >= 14
+def test_one_tile_layers_match_reference_tiles(instance):
+    hw, wl, regions, count, rows = reference_tiles(instance)
+    assert set(count) == set(wl.layers)  # the instance runs every layer of the zoo net
     for name, cycles, energy in rows:
-        c = cost_of(hw, wl, name, tile(name))
+        if count[name] > 1:
+            continue
+        c = cost_of(hw, wl, name, regions[name])
         assert c.cycles == cycles, name
         assert c.energy_pj == pytest.approx(energy, rel=ENERGY_REL), name
 
 
-@pytest.mark.skipif(not INSTANCES.is_dir(), reason="shared/instances not present")
-def test_resnet_covers_every_reference_tile():
-    _, wl, _, rows = reference_tiles("resnet50-edge-b1.json")
-    assert len(rows) == 72 == len(wl.layers)
+@needs_instances
+def test_resnet_stage_ends_compute_what_the_stride_2_convs_read():
+    _, _, regions, _, _ = reference_tiles("resnet50-edge-b1.json")
+    assert regions["conv_2_2_res"] == regions["conv_2_2_b"] == Region(0, 1, 0, 55, 0, 55)
+    assert regions["conv_2_2_a"] == regions["conv_2_1_res"] == Region(0, 1, 0, 56, 0, 56)
+    assert regions["conv_4_5_c"] == Region(0, 1, 0, 13, 0, 13)
+
+
+@needs_instances
+def test_gpt2_token_slices_match_reference_tiles():
+    hw, wl, regions, count, rows = reference_tiles("gpt2-small-prefill-edge-b1.json")
+    sliced = [(name, cycles, energy) for name, cycles, energy in rows if count[name] > 1]
+    assert {name for name, _, _ in sliced} == {"attention_K", "attention_QK",
+                                               "attention_QK_elt", "attention_QKV", "GeLU",
+                                               "ffn2", "res2"}
+    assert regions["attention_QK"] == Region(0, 1, 0, 256, 0, 1)
+    assert regions["ffn2"] == Region(0, 1, 0, 128, 0, 1)
+    assert regions["attention_K"] == full_region(1, wl.layers["attention_K"].out)
+    for name, cycles, energy in sliced:
+        c = cost_of(hw, wl, name, regions[name])
+        assert c.cycles == cycles, name
+        assert c.energy_pj == pytest.approx(energy, rel=ENERGY_REL), name
 
 
 @pytest.mark.parametrize("name, cycles", [("pool1", 3528), ("conv_2_0_res", 3136),
                                           ("pool5", 196)])
 def test_vector_cycles(name, cycles):
-    hw = load_hardware("edge")
-    c = cost_of(hw, resnet50(), name, resnet_tile(name))
+    hw, wl = load_hardware("edge"), resnet50()
+    c = cost_of(hw, wl, name, full_region(1, wl.layers[name].out))
     assert c.cycles == cycles
     assert c.energy_pj == pytest.approx(c.vector_ops * hw.vector_unit.pj_per_op)
     assert (c.macs, c.gbuf_read_bytes, c.mapping) == (0, 0, "vector")
@@ -198,7 +164,9 @@ def test_memoised_on_extents_not_position():
 
 
 def test_breakdown_adds_up():
-    c = cost_of(load_hardware("cloud"), resnet50(), "conv_3_0_b", resnet_tile("conv_3_0_b"))
+    wl = resnet50()
+    c = cost_of(load_hardware("cloud"), wl, "conv_3_0_b",
+                full_region(1, wl.layers["conv_3_0_b"].out))
     assert c.energy_pj == pytest.approx(c.mac_pj + c.local_pj + c.gbuf_pj + c.noc_pj)
     assert c.cycles >= max(c.compute_cycles, c.bound_cycles)
     assert c.gbuf_write_bytes == 128 * 28 * 28

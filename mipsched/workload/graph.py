@@ -233,9 +233,13 @@ class NetBuilder:
     def global_pool(self, name: str, src: str | Sequence[str]) -> str:
         return self.add(Layer(name, Op.GLOBAL_POOL, _sources(src), Shape(0, 1, 1)))
 
-    def eltwise(self, name: str, srcs: Iterable[str], kind: str = "add") -> str:
+    def eltwise(self, name: str, srcs: Iterable[str], kind: str = "add",
+                channels: int = 0) -> str:
+        """Element-wise sum / product of inputs of one shape, or, given the output's
+        `channels`, of the operands that the inputs read concatenated along channels
+        form (pieces of `channels` channels each)."""
         op = {"add": Op.ADD, "mul": Op.MUL}[kind]
-        return self.add(Layer(name, op, tuple(srcs), Shape(0, 0, 0)))
+        return self.add(Layer(name, op, tuple(srcs), Shape(channels, 0, 0)))
 
     def unary(self, name: str, src: str, op: Op) -> str:
         """Softmax, layernorm or GELU."""

@@ -102,7 +102,9 @@ class Layer:
 
     `inputs` names producing layers or network inputs, in operand order (for MATMUL_ACT:
     left operand, then right operand; for CONCAT: concatenation order; for the ops of
-    CONCAT_READERS, several inputs are read concatenated along channels). `out` is the
+    CONCAT_READERS, several inputs are read concatenated along channels; for ADD / MUL,
+    inputs of one shape are the operands, else the inputs read concatenated along
+    channels are cut into operands of `out.c` channels). `out` is the
     per-sample output shape. `padding` holds the leading pads (top, left), `padding_end`
     the trailing ones (bottom, right); they differ where a window does not fit the input
     evenly (the SoMa reference pads floor(total / 2) in front). For MATMUL_ACT, `groups`

@@ -104,9 +104,17 @@ def infer_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
             )
         return Shape(rhs.c, lhs.h, lhs.w)
     if op in (Op.ADD, Op.MUL):
-        if len(ins) < 2 or any(s != ins[0] for s in ins):
-            raise ShapeError(f"layer '{name}': {op} needs >= 2 inputs of one shape, got {ins}")
-        return ins[0]
+        if len(ins) >= 2 and all(s == ins[0] for s in ins):
+            return ins[0]
+        channels = layer.out.c
+        if (len(ins) < 2 or any((s.h, s.w) != (ins[0].h, ins[0].w) for s in ins)
+                or channels < 1 or sum(s.c for s in ins) % channels
+                or sum(s.c for s in ins) < 2 * channels):
+            raise ShapeError(f"layer '{name}': {op} needs >= 2 inputs of one shape, or "
+                             f"inputs of one H x W whose channels, read concatenated, form "
+                             f">= 2 operands of the output's {channels} channels; got "
+                             f"{[tuple(s) for s in ins]}")
+        return Shape(channels, ins[0].h, ins[0].w)
     if op in (Op.SOFTMAX, Op.LAYERNORM, Op.GELU):
         return ins[0]
     if op == Op.TRANSPOSE:
@@ -170,10 +178,10 @@ def tile_vector_ops(layer: Layer, ins: Sequence[Shape], out: Region) -> int:
     """Vector-unit operations to produce output region `out` (0 for PE-array ops).
 
     Counts as the SoMa reference does: a window pool does kernel-area ops per output
-    element, a global pool one op per input element, an n-input element-wise op n ops per
-    output element, softmax / layernorm / GELU one op per element, a transpose and a
-    copying concat one op per element they move; a concat without `copy` is a layout
-    change and costs nothing.
+    element, a global pool one op per input element, an element-wise op one op per
+    operand (`operand_count`) and output element, softmax / layernorm / GELU one op per
+    element, a transpose and a copying concat one op per element they move; a concat
+    without `copy` is a layout change and costs nothing.
     """
     elems = out.elems(layer.out.c)
     op = layer.op
@@ -182,11 +190,19 @@ def tile_vector_ops(layer: Layer, ins: Sequence[Shape], out: Region) -> int:
     if op == Op.GLOBAL_POOL:
         return out.batch * data_shape(layer, ins).elems
     if op in (Op.ADD, Op.MUL):
-        return elems * len(ins)
+        return elems * operand_count(layer, ins)
     if op in (Op.SOFTMAX, Op.LAYERNORM, Op.GELU, Op.TRANSPOSE) or (
             op == Op.CONCAT and layer.copy):
         return elems
     return 0
+
+
+def operand_count(layer: Layer, ins: Sequence[Shape]) -> int:
+    """Operands of an element-wise op: its inputs, read concatenated along channels and
+    cut into pieces of the output's channels (the reference's Eltwise `N`; an input of
+    Inception-ResNet's residual adds is the concatenation of a reduction block's
+    branches)."""
+    return sum(s.c for s in ins) // layer.out.c
 
 
 def input_region(layer: Layer, index: int, ins: Sequence[Shape], out: Region) -> Region | None:
@@ -201,7 +217,7 @@ def input_region(layer: Layer, index: int, ins: Sequence[Shape], out: Region) ->
     src = ins[index]
     op = layer.op
     if op == Op.TRANSPOSE:
-        spans = ((0, src.c), (out.h0, out.h1), (out.w0, out.w1))
+        spans = ((0, layer.out.c), (out.h0, out.h1), (out.w0, out.w1))
         (h0, h1), (w0, w1) = spans[layer.perm.index(1)], spans[layer.perm.index(2)]
         return Region(out.b0, out.b1, h0, h1, w0, w1)
     if op in (Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL):

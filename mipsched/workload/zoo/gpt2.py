@@ -1,14 +1,24 @@
-"""One GPT-2 transformer block (Radford et al. 2019), as SoMa schedules it.
+"""One GPT-2 transformer block (Radford et al. 2019) as the SoMa reference builds it,
+layer for layer: GPT-2 small (d = 768, 12 heads of 64) and XL (d = 1600, 25 heads of 64).
 
-Pre-LN block: ln1 -> q, k, v (d -> d each) -> qk = Q K^T per head -> softmax -> pv =
-scores . V -> proj (d -> d) -> res1 (+ block input) -> ln2 -> ffn1 (d -> 4d) -> gelu ->
-ffn2 (4d -> d) -> res2 (+ res1). Activations are (features, tokens, 1). Biases are not
-modelled and the causal mask is not modelled (prefill computes the full score matrix).
+Activations are (features, tokens, 1); the reference's 1x1 convs are MATMULs (the same
+cost). Pre-LN block: norm1 (layernorm) -> Q, K, V projections -> attention_QK = Q K^T per
+head -> attention_QK_elt (softmax) -> attention_QKV = scores . V per head -> output
+projection -> res1 (+ block input) -> norm2 -> ffn1 (d -> 4d) -> GeLU -> ffn2 (4d -> d) ->
+res2 (+ res1). Biases and the causal mask are not modelled.
 
-Prefill processes all `tokens` of the prompt. Decode processes one new token: the
-per-sample KV cache of `tokens` entries is loaded from DRAM (network inputs `k_cache` and
-`v_cache`), the new k and v are appended along the token axis, and k and v are network
-outputs besides `res2` (they are stored back to the cache).
+Keys are computed per head, as in the reference: one d -> 64 projection per head, each
+transposed to (tokens, 64, 1), and the heads joined by a concat that copies (one vector
+op per element) into K^T in weight layout [heads x keys, 64]. The attention matmuls read
+their right operand in weight layout (`transpose_rhs=False`): K^T for QK, V as
+[heads x 64, keys] for scores . V.
+
+Prefill (`input_qkv`, seq tokens) processes a whole prompt. Decode (`input_q`, one token,
+the seq-th) projects the new token's K per head and its V, and reads the cache of the
+seq - 1 earlier tokens as network inputs: `k_cache` (heads x (seq - 1), 64, 1), already
+transposed, and `v_cache` (seq - 1, d, 1). K = concat(k_cache, new K) and V^T =
+concat(v_cache, new V^T) are copies; V^T is transposed to V. The new K and V are not
+stored back.
 """
 
 from __future__ import annotations
@@ -16,48 +26,81 @@ from __future__ import annotations
 from mipsched.workload.graph import NetBuilder, Workload
 from mipsched.workload.layer import Op
 
+HEAD = 64  # features per head
+SWAP_CH = (1, 0, 2)  # transpose: swap channels and rows (tokens)
 
-def _block(name: str, d: int, heads: int, tokens: int, decode: bool, batch: int) -> Workload:
-    b = NetBuilder(name, batch)
-    x = b.input("x", d, 1 if decode else tokens)
-    h = b.unary("ln1", x, Op.LAYERNORM)
-    q = b.matmul("q", h, d)
-    k = b.matmul("k", h, d)
-    v = b.matmul("v", h, d)
-    keys, values = k, v
-    if decode:
-        keys = b.concat("k_cat", [b.input("k_cache", d, tokens), k], axis="h")
-        values = b.concat("v_cat", [b.input("v_cache", d, tokens), v], axis="h")
-    s = b.matmul_act("qk", q, keys, heads, transpose_rhs=True)
-    s = b.unary("softmax", s, Op.SOFTMAX)
-    a = b.matmul_act("pv", s, values, heads, transpose_rhs=False)
-    a = b.matmul("proj", a, d)
-    r = b.eltwise("res1", [x, a])
-    h = b.unary("ln2", r, Op.LAYERNORM)
+
+def _ffn(b: NetBuilder, x: str, attention: str, d: int) -> None:
+    """res1, norm2, ffn1, GeLU, ffn2, res2 after the attention's output projection."""
+    r = b.eltwise("res1", [x, attention])
+    h = b.unary("norm2", r, Op.LAYERNORM)
     h = b.matmul("ffn1", h, 4 * d)
-    h = b.unary("gelu", h, Op.GELU)
+    h = b.unary("GeLU", h, Op.GELU)
     h = b.matmul("ffn2", h, d)
     b.eltwise("res2", [r, h])
-    if decode:
-        b.output("res2", "k", "v")
+
+
+def _prefill(name: str, heads: int, seq: int, batch: int) -> Workload:
+    d = heads * HEAD
+    b = NetBuilder(name, batch)
+    x = b.input("input_qkv", d, seq)
+    h = b.unary("norm1", x, Op.LAYERNORM)
+    q = b.matmul("attention_Q", h, d)
+    keys = [b.transpose(f"attention_Kt{i}", b.matmul(f"attention_K{i}", h, HEAD), SWAP_CH)
+            for i in range(heads)]
+    k = b.concat("attention_K", keys, copy=True)
+    v = b.matmul("attention_V", h, d)
+    s = b.matmul_act("attention_QK", q, k, heads, transpose_rhs=False)
+    s = b.unary("attention_QK_elt", s, Op.SOFTMAX)
+    a = b.matmul_act("attention_QKV", s, v, heads, transpose_rhs=False)
+    _ffn(b, x, b.matmul("attention_FC", a, d), d)
+    return b.build()
+
+
+def _decode(name: str, heads: int, seq: int, batch: int) -> Workload:
+    d = heads * HEAD
+    b = NetBuilder(name, batch)
+    x = b.input("input_q", d)
+    k_cache = b.input("k_cache", heads * (seq - 1), HEAD)
+    v_cache = b.input("v_cache", seq - 1, d)
+    h = b.unary("norm1", x, Op.LAYERNORM)
+    q = b.matmul("attention_Q", h, d)
+    keys = [b.transpose(f"attention_newKt_head_{i}",
+                        b.matmul(f"attention_newK_head_{i}", h, HEAD), SWAP_CH)
+            for i in range(heads)]
+    new_k = b.concat("attention_newK", keys, copy=True)
+    new_v = b.matmul("attention_newV", h, d)
+    k = b.concat("attention_K", [k_cache, new_k], copy=True)
+    new_vt = b.transpose("attention_newVt", new_v, SWAP_CH)
+    vt = b.concat("attention_Vt_concat", [v_cache, new_vt], copy=True)
+    v = b.transpose("attention_V", vt, SWAP_CH)
+    s = b.matmul_act("attention_QK", q, k, heads, transpose_rhs=False)
+    s = b.unary("attention_QK_elt", s, Op.SOFTMAX)
+    a = b.matmul_act("attention_QKV", s, v, heads, transpose_rhs=False)
+    _ffn(b, x, b.matmul("attention_Out_proj", a, d), d)
     return b.build()
 
 
 def gpt2_small_prefill(batch: int = 1) -> Workload:
-    """GPT-2 small block (d=768, 12 heads) on a 512-token prompt."""
-    return _block("gpt2_small_prefill", 768, 12, 512, False, batch)
+    """GPT-2 small block on a 512-token prompt."""
+    return _prefill("gpt2_small_prefill", 12, 512, batch)
+
+
+def gpt2_small_prefill_s1024(batch: int = 1) -> Workload:
+    """GPT-2 small block on a 1024-token prompt."""
+    return _prefill("gpt2_small_prefill_s1024", 12, 1024, batch)
 
 
 def gpt2_small_decode(batch: int = 1) -> Workload:
-    """GPT-2 small block (d=768, 12 heads) decoding the 513th token."""
-    return _block("gpt2_small_decode", 768, 12, 512, True, batch)
+    """GPT-2 small block decoding token 513 (a cache of 512)."""
+    return _decode("gpt2_small_decode", 12, 513, batch)
 
 
 def gpt2_xl_prefill(batch: int = 1) -> Workload:
-    """GPT-2 XL block (d=1600, 25 heads) on a 1024-token prompt."""
-    return _block("gpt2_xl_prefill", 1600, 25, 1024, False, batch)
+    """GPT-2 XL block on a 1024-token prompt."""
+    return _prefill("gpt2_xl_prefill", 25, 1024, batch)
 
 
 def gpt2_xl_decode(batch: int = 1) -> Workload:
-    """GPT-2 XL block (d=1600, 25 heads) decoding the 1025th token."""
-    return _block("gpt2_xl_decode", 1600, 25, 1024, True, batch)
+    """GPT-2 XL block decoding token 1025 (a cache of 1024)."""
+    return _decode("gpt2_xl_decode", 25, 1025, batch)
