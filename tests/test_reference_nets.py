@@ -9,6 +9,7 @@ the totals.
 
 from __future__ import annotations
 
+import csv
 import json
 from functools import cache
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from mipsched.formulations.bounds import network_latency_bound
+from mipsched.hw import load_hardware
 from mipsched.workload import ops
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Layer, Op, Shape
@@ -144,3 +147,23 @@ def test_totals(net: str) -> None:
     assert sum(wl.vector_ops(n) for n in wl.layers) == totals["vector_ops"]
     assert wl.total_weight_bytes == totals["weight_elems_from_dram"]
     assert zoo_net(net, 4).total_macs == 4 * totals["macs"]
+
+
+RUNS = REFERENCE_NETS / "reference-runs.csv"
+
+
+@pytest.mark.skipif(not RUNS.is_file(), reason="shared/reference-nets not present")
+def test_bounds_hold_for_the_reference_runs() -> None:
+    """On every reference run, mipsched's network bound is at most the reference's latency
+    and at most the ideal of the reference's own LFA (max(sum of tile cycles, sum of DRAM
+    cycles)): its compute bound at most the tile cycles, its DRAM bound at most the DRAM
+    cycles. (Before needed positions were propagated back from the outputs, the compute
+    bound of resnet50 / edge / b16 was 8,872,704 > the reference's 8,863,696.)"""
+    with RUNS.open() as f:
+        runs = list(csv.DictReader(f))
+    assert runs
+    for run in runs:
+        wl = get(run["network"], int(run["batch"]))
+        bound = network_latency_bound(wl, load_hardware(run["hw"]))
+        assert bound.cycles <= int(run["ideal_cycles"]), run
+        assert bound.cycles <= int(run["stage2_latency_cycles"]), run
