@@ -1,4 +1,5 @@
-"""Small ONNX models built with onnx.helper, for the importer and fuzz tests.
+"""Small ONNX models built with onnx.helper, for the importer and fuzz tests, and small IR
+networks that use every construct of the IR, for the round-trip tests.
 
 Weights are stored one of three ways: `data` (real zeros), `external` (a reference to a
 weights file that does not exist) or `stripped` (dims only, no data at all)."""
@@ -8,6 +9,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+
+from mipsched.workload.graph import NetBuilder, Workload
+from mipsched.workload.layer import Op
 
 OPSET = 20
 
@@ -177,3 +181,130 @@ def custom_chain() -> onnx.ModelProto:
     ]
     return model(nodes, [tensor("x", ["N", 8, 16, 16])], [tensor("y", None)],
                  [weight("w", [8, 8, 3, 3])], domains=("com.example",))
+
+
+# --- IR networks with every construct of the IR, for the round-trip tests ----------------
+def conv_constructs(batch: int = 1) -> Workload:
+    """A convolutional network with asymmetric pads (conv, max and average pool), implicit
+    concats read by a conv, a max pool, a global pool and an fc, an add whose three
+    operands are cut from its inputs read concatenated (Inception-ResNet's first B / C
+    adds), copying concats along channels and height, and transposes of a non-square
+    map."""
+    b = NetBuilder("conv_constructs", batch)
+    x = b.input("image", 3, 15, 13)
+    stem = b.conv("stem", x, 8, 7, stride=2, padding=2, padding_end=3)  # 8 x 7 x 6
+    b1 = b.conv("b1", stem, 4, 1)
+    b3 = b.conv("b3", stem, 6, (3, 2), padding=(1, 0), padding_end=(1, 1))
+    bp = b.pool("bp", stem, 3, stride=1, padding=1)
+    mix = b.conv("mix", [b1, b3, bp], 16, 3)  # reads 18 channels
+    res = b.eltwise("res", [bp, b1, b3], channels=6)  # 18 channels: 3 operands of 6
+    down = b.pool("down", [mix, res], 2, stride=2, padding=0, padding_end=1)  # 22 x 4 x 3
+    avg = b.pool("avg", down, 3, stride=2, padding=1, padding_end=2, kind="avg")  # 3 x 2
+    swap = b.transpose("swap_hw", avg, (0, 2, 1))  # 22 x 2 x 3
+    turn = b.transpose("turn", swap, (2, 0, 1))  # 3 x 22 x 2
+    side = b.conv("side", swap, 22, 1)
+    both = b.concat("both", [swap, side], copy=True)  # 44 x 2 x 3
+    rows = b.concat("rows", [swap, side], axis="h", copy=True)  # 22 x 4 x 3
+    g = b.global_pool("gap", [both, swap])
+    b.fc("fc", [g, b.global_pool("gap_rows", rows), b.global_pool("gap_turn", turn)], 10)
+    return b.build()
+
+
+def gpt_constructs(tokens: int = 12, d: int = 32, heads: int = 4) -> Workload:
+    """A GPT-2 block as the SoMa reference builds it: K per head (a 1x1 conv each),
+    transposed (C <-> tokens) and joined by a copying concat into the weight layout
+    (heads x keys, head width) that Q.K^T reads with transpose_rhs=False; the output
+    projection reads the attention and its input (implicit concat)."""
+    b = NetBuilder("gpt_constructs")
+    x = b.input("x", d, tokens)
+    h = b.unary("ln", x, Op.LAYERNORM)
+    q = b.matmul("q", h, d)
+    kts = [b.transpose(f"kt{i}", b.conv(f"k{i}", h, d // heads, 1), (1, 0, 2))
+           for i in range(heads)]
+    s = b.matmul_act("qk", q, b.concat("kt", kts, copy=True), heads, transpose_rhs=False)
+    p = b.unary("softmax", s, Op.SOFTMAX)
+    a = b.matmul_act("pv", p, b.matmul("v", h, d), heads, transpose_rhs=False)
+    b.eltwise("residual", [x, b.matmul("proj", [a, h], d)])
+    return b.build()
+
+
+def gpt_decode_constructs(past: int = 11, d: int = 32, heads: int = 4) -> Workload:
+    """Decoding one token with a KV cache as network inputs (K in weight layout), new K
+    per head transposed and appended by a copying concat over channels, new V by one
+    over tokens; one token, so every map has H = W = 1 before the caches."""
+    b = NetBuilder("gpt_decode_constructs")
+    x = b.input("x", d)
+    k_cache = b.input("k_cache", heads * past, d // heads)
+    v_cache = b.input("v_cache", d, past)
+    q = b.matmul("q", x, d)
+    kts = [b.transpose(f"kt{i}", b.conv(f"k{i}", x, d // heads, 1), (1, 0, 2))
+           for i in range(heads)]
+    keys = b.concat("keys", [k_cache, *kts], copy=True)
+    values = b.concat("values", [v_cache, b.matmul("v", x, d)], axis="h", copy=True)
+    s = b.matmul_act("qk", q, keys, heads, transpose_rhs=False)
+    a = b.matmul_act("pv", b.unary("softmax", s, Op.SOFTMAX), values, heads,
+                     transpose_rhs=False)
+    b.matmul("proj", [a, x], d)
+    return b.build()
+
+
+#: The networks above by name.
+CONSTRUCT_NETS = {f.__name__: f for f in (conv_constructs, gpt_constructs,
+                                          gpt_decode_constructs)}
+
+
+def mark(node: onnx.NodeProto, value: str) -> onnx.NodeProto:
+    """`node` with mipsched's marker `value` in its metadata_props."""
+    node.metadata_props.add(key="mipsched.layer", value=value)
+    return node
+
+
+def padding_variants() -> onnx.ModelProto:
+    """Window nodes on x[N,4,11,10] whose padding is asymmetric: explicit pads
+    (0, 1, 2, 1); auto_pad SAME_LOWER and SAME_UPPER (odd totals); a max pool whose
+    ceil_mode adds a window along W only; an average pool with auto_pad VALID."""
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="pads", pads=[0, 1, 2, 1]),
+        helper.make_node("Conv", ["x", "w2"], ["c2"], name="same_lower", strides=[2, 2],
+                         auto_pad="SAME_LOWER"),
+        helper.make_node("Conv", ["c1", "w3"], ["c3"], name="same_upper",
+                         auto_pad="SAME_UPPER"),
+        helper.make_node("MaxPool", ["c3"], ["p1"], name="ceil", kernel_shape=[3, 3],
+                         strides=[2, 2], ceil_mode=1),
+        helper.make_node("AveragePool", ["c2"], ["p2"], name="valid", kernel_shape=[2, 2],
+                         strides=[2, 2], auto_pad="VALID"),
+    ]
+    inits = [weight("w1", [8, 4, 3, 3]), weight("w2", [8, 4, 3, 3]),
+             weight("w3", [8, 8, 4, 4])]
+    return model(nodes, [tensor("x", ["N", 4, 11, 10])],
+                 [tensor("p1", None), tensor("p2", None)], inits)
+
+
+def marked_nodes() -> onnx.ModelProto:
+    """Markers as another tool would write them, on x[N,4,6,5]: a marked Transpose
+    (N, C, H, W) -> (N, H, W, C) read by a conv; a Concat marked implicit read by a conv
+    and a max pool (folded into both); one read by a conv and an Add (kept); a Concat
+    marked as a copy; an unmarked Transpose, which stays a free layout change."""
+    nodes = [
+        mark(helper.make_node("Transpose", ["x"], ["t"], name="to_hwc", perm=[0, 2, 3, 1]),
+             "transpose"),
+        helper.make_node("Conv", ["t", "wt"], ["a"], name="conv_t"),
+        helper.make_node("Conv", ["x", "w4"], ["b"], name="conv_x"),
+        mark(helper.make_node("Concat", ["x", "b"], ["ab"], name="join", axis=1),
+             "implicit-concat"),
+        helper.make_node("Conv", ["ab", "w8"], ["c"], name="conv_join", pads=[1, 1, 1, 1],
+                         kernel_shape=[3, 3]),
+        helper.make_node("MaxPool", ["ab"], ["p"], name="pool_join", kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1]),
+        mark(helper.make_node("Concat", ["b", "x"], ["ba"], name="kept", axis=1),
+             "implicit-concat"),
+        helper.make_node("Conv", ["ba", "w8b"], ["d"], name="conv_kept"),
+        helper.make_node("Add", ["ba", "p"], ["e"], name="add"),
+        mark(helper.make_node("Concat", ["c", "d"], ["f"], name="copy", axis=1),
+             "concat-copy"),
+        helper.make_node("Transpose", ["f"], ["y"], name="free", perm=[0, 1, 3, 2]),
+    ]
+    inits = [weight("wt", [3, 6, 1, 1]), weight("w4", [4, 4, 1, 1]),
+             weight("w8", [4, 8, 3, 3]), weight("w8b", [4, 8, 1, 1])]
+    return model(nodes, [tensor("x", ["N", 4, 6, 5])],
+                 [tensor("a", None), tensor("e", None), tensor("y", None)], inits)

@@ -2,7 +2,9 @@
 (`import`), hardware YAML (`hw --show`), tile-program and schedule JSON (`eval`) and ONNX
 models (`import`). Every case must end in a result (exit 0, a complete output file) or one
 line on stderr with exit code 2 and no output file: never a traceback, a hang or a partial
-file. The fast test runs 500 cases (100 per loader); the slow one 10,000."""
+file. The fast test runs 500 cases (100 per loader); the slow one 10,000. The seeds use
+every construct of the IR (asymmetric pads, transposes, copying and implicit concats, and
+mipsched's ONNX markers), and the ONNX mutator also rewrites markers."""
 
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from typer.testing import CliRunner
 from mipsched.cli import app
 from mipsched.hw.load import hardware_text
 from mipsched.workload import zoo
+from mipsched.workload.onnx_export import MARKER_KEY, export_onnx
 from mipsched.workload.yaml_format import dump_workload, load_workload
 
 import onnx_models as om
@@ -40,6 +43,8 @@ TOKENS = (b"0", b"-1", b"1e309", b"-0.0", b"NaN", b"nan", b".inf", b"true", b"nu
 #: Ops the ONNX mutator swaps in.
 ONNX_OPS = ("Conv", "Relu", "Add", "Mul", "MatMul", "Gemm", "Reshape", "Transpose", "Concat",
             "Softmax", "MaxPool", "Flatten", "Squeeze", "GlobalAveragePool", "Split", "Foo")
+#: Marker values the ONNX mutator puts on nodes.
+MARKERS = ("transpose", "concat-copy", "implicit-concat", "gelu", "copy", "")
 
 
 # --- seeds ------------------------------------------------------------------------------
@@ -54,15 +59,21 @@ def json_seeds() -> dict[str, bytes]:
 
 
 SEEDS: dict[str, Callable[[], list[bytes]]] = {
-    "workload": lambda: [dump_workload(zoo.get(n)).encode()
-                         for n in ("resblock", "gpt2_small_decode")],
+    "workload": lambda: [dump_workload(net).encode()
+                         for net in (zoo.get("resblock"), zoo.get("gpt2_small_decode"),
+                                     om.conv_constructs(), om.gpt_decode_constructs())],
     "hardware": lambda: [hardware_text("edge")[0].encode()],
     "program": lambda: [json_seeds()["program.json"]],
     "schedule": lambda: [json_seeds()["schedule.json"]],
     "onnx": lambda: [m.SerializeToString() for m in (om.conv_chain("stripped"),
                                                       om.conv_variants(),
                                                       om.attention_head(tokens=8, d=16),
-                                                      om.custom_op(two_inputs=True))],
+                                                      om.custom_op(two_inputs=True),
+                                                      om.padding_variants(),
+                                                      om.marked_nodes(),
+                                                      export_onnx(om.conv_constructs()),
+                                                      export_onnx(
+                                                          om.gpt_decode_constructs()))],
 }
 SUFFIX = {"workload": ".yaml", "hardware": ".yaml", "program": ".json",
           "schedule": ".json", "onnx": ".onnx"}
@@ -74,7 +85,7 @@ byte_edits = st.lists(st.tuples(st.sampled_from(["set", "delete", "insert", "tru
                                 st.integers(0, 1 << 20), st.integers(1, 64),
                                 st.sampled_from(TOKENS)), min_size=1, max_size=4)
 proto_edits = st.lists(st.tuples(st.sampled_from(["attr", "dim", "input_dim", "op", "wire",
-                                                  "drop"]),
+                                                  "drop", "marker"]),
                                  st.integers(0, 1 << 20), st.integers(0, 1 << 20),
                                  st.sampled_from([0, 1, 2, 3, -1, 7, 64, 1 << 31, -(1 << 40)])),
                        min_size=1, max_size=3)
@@ -144,7 +155,7 @@ def _containers(doc) -> Iterator:
 
 def edit_proto(data: bytes, edits: list) -> bytes:
     """Structural mutations of an ONNX model: attribute values, initialiser and input
-    dims, op types, rewiring of inputs, dropped nodes."""
+    dims, op types, rewiring of inputs, dropped nodes, markers set or replaced."""
     model = onnx.load_from_string(data)
     g = model.graph
     for kind, a, b, value in edits:
@@ -170,6 +181,9 @@ def edit_proto(data: bytes, edits: list) -> bytes:
             node.input[b % len(node.input)] = names[b % len(names)]
         elif kind == "drop" and node is not None:
             g.node.remove(node)
+        elif kind == "marker" and node is not None:
+            del node.metadata_props[:]
+            node.metadata_props.add(key=MARKER_KEY, value=MARKERS[b % len(MARKERS)])
     return model.SerializeToString()
 
 
@@ -261,6 +275,44 @@ def test_fuzz_loaders_10k(kind: str) -> None:
     print(f"{kind}: {exits[0]} loaded, {exits[2]} one-line errors")
     assert exits[0] > 0 and exits[2] > 0
     assert sum(exits.values()) >= 1900
+
+
+def _yaml_edit(old: str, new: str) -> bytes:
+    text = dump_workload(om.conv_constructs())
+    assert old in text
+    return text.replace(old, new, 1).encode()
+
+
+def _onnx_marker(node_name: str, value: str) -> bytes:
+    model = om.marked_nodes()
+    node = next(n for n in model.graph.node if n.name == node_name)
+    node.metadata_props[0].value = value
+    return model.SerializeToString()
+
+
+@pytest.mark.parametrize(("kind", "build", "needle"), [
+    ("workload", lambda: _yaml_edit("perm: [0, 2, 1]", "perm: [0, 2, 2]"),
+     "layer 'swap_hw': perm [0, 2, 2]: expected a permutation"),
+    ("workload", lambda: _yaml_edit("out: [4, 7, 6]}", "out: [4, 7, 6], copy: true}"),
+     "layer 'b1': key 'copy' applies to concat only, not to conv"),
+    ("workload", lambda: _yaml_edit("out: [10, 1, 1]}", "out: [10, 1, 1], padding_end: 1}"),
+     "layer 'fc': key 'padding_end' applies to conv"),
+    ("workload", lambda: _yaml_edit("inputs: [b1, b3, bp]", "inputs: [b1, image, bp]"),
+     "layer 'mix': inputs read as one along channels need equal H x W"),
+    ("onnx", lambda: _onnx_marker("to_hwc", "copy"),
+     "node 'to_hwc' (Transpose): metadata mipsched.layer = 'copy'"),
+    ("onnx", lambda: _onnx_marker("join", "transpose"),
+     "node 'join' (Concat): metadata mipsched.layer = 'transpose'"),
+])
+def test_bad_constructs_end_in_one_line(tmp_path: Path, kind: str, build,
+                                        needle: str) -> None:
+    """Mistakes in the new constructs through the CLI: exit code 2, one line naming the
+    layer or node, no output file."""
+    assert check_case(kind, build()) == 2
+    src = tmp_path / f"bad{SUFFIX[kind]}"
+    src.write_bytes(build())
+    result = runner.invoke(app, ["import", str(src), "-o", str(tmp_path / "out.yaml")])
+    assert result.exit_code == 2 and needle in result.stderr
 
 
 @pytest.mark.parametrize("kind", list(SEEDS))

@@ -1,10 +1,13 @@
 """ONNX import: layer counts, shapes, MACs and weight bytes of hand-built models against
-hand-computed truth; zoo networks round-trip through mipsched's own ONNX export; models
-that do not map give one clear error."""
+hand-computed truth; exact pads (asymmetric, auto_pad, ceil_mode); mipsched's markers
+(transpose, copying and implicit concats, GELU layers); zoo networks and networks using
+every IR construct round-trip exactly through mipsched's own ONNX export, which passes
+onnx.checker and shape inference; models that do not map give one clear error."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import onnx
@@ -15,11 +18,12 @@ from typer.testing import CliRunner
 from mipsched.cli import app
 from mipsched.errors import InputError
 from mipsched.workload import zoo
-from mipsched.workload.graph import Workload
+from mipsched.workload.graph import NetBuilder, Workload
 from mipsched.workload.layer import Op, Shape
+from mipsched.workload.onnx_export import IR_VERSION, MARKER_KEY, export_onnx, save_onnx
 from mipsched.workload.onnx_import import load_onnx
 from mipsched.workload.onnx_read import read_model
-from mipsched.workload.yaml_format import load_workload
+from mipsched.workload.yaml_format import dump_workload, load_workload
 
 import onnx_models as om
 
@@ -41,7 +45,8 @@ def test_conv_chain(tmp_path: Path) -> None:
         ("softmax", Op.SOFTMAX)]
     assert wl.inputs == {"x": Shape(3, 32, 32)}
     assert wl.layers["dw"].inputs == ("conv1",)  # BN + Relu fused into conv1
-    assert wl.layers["conv2"].padding == (1, 1)  # pads (0, 0, 1, 1) -> same 16 x 16 output
+    # pads (top, left, bottom, right) = (0, 0, 1, 1): exactly, as leading and trailing pads
+    assert wl.layers["conv2"].pads(0) == wl.layers["conv2"].pads(1) == (0, 1)
     assert [tuple(lay.out) for lay in wl.layers.values()] == [
         (16, 32, 32), (16, 32, 32), (32, 16, 16), (32, 8, 8), (32, 1, 1), (10, 1, 1),
         (10, 1, 1)]
@@ -70,10 +75,11 @@ def test_conv_variants_and_free_ops(tmp_path: Path) -> None:
     grouped = wl.layers["grouped"]
     assert (grouped.groups, grouped.dilation, grouped.padding) == (4, (2, 2), (2, 2))
     assert wl.layers["down_a"].inputs == wl.layers["down_b"].inputs == ("grouped",)
-    # SAME_UPPER pads (0, 1) and ceil_mode are replaced by the symmetric padding of the
-    # same output size: 20 -> 10 with padding 1; 10 -> 6 with padding 2.
-    assert wl.layers["down_a"].padding == (1, 1)
-    assert wl.layers["avg"].padding == (2, 2)
+    # SAME_UPPER on 20 rows, 3x3 / 2: 1 row of padding in all, behind; ceil_mode (10 rows,
+    # pads 1 + 1, 3x3 / 2: 6 windows, the last reading one row past the padding): one
+    # more trailing row.
+    assert wl.layers["down_a"].pads(0) == wl.layers["down_a"].pads(1) == (0, 1)
+    assert wl.layers["avg"].pads(0) == wl.layers["avg"].pads(1) == (1, 2)
     assert wl.layers["cat"].inputs == ("gate", "diff")
     assert [tuple(lay.out) for lay in wl.layers.values()] == [
         (16, 20, 20), (8, 10, 10), (8, 10, 10), (8, 10, 10), (8, 10, 10), (16, 10, 10),
@@ -193,23 +199,155 @@ def test_custom_op_error_through_the_cli(tmp_path: Path) -> None:
     assert json.loads(ok.stdout)["layers"] == 2
 
 
+def check_valid(path: Path) -> None:
+    """onnx.checker (the external-data stubs pointing at an empty weights.bin) and strict
+    shape inference accept the model at `path`."""
+    (path.parent / "weights.bin").write_bytes(b"")
+    onnx.checker.check_model(str(path), full_check=True)
+    onnx.shape_inference.infer_shapes(onnx.load(path, load_external_data=False),
+                                      check_type=True, strict_mode=True)
+
+
+def assert_same(back: Workload, net: Workload) -> None:
+    assert back.layers == net.layers
+    assert (back.inputs, back.outputs) == (net.inputs, net.outputs)
+    assert back.digest() == net.digest()
+
+
 @pytest.mark.parametrize("name", list(zoo.NETWORKS))
 def test_zoo_round_trip(tmp_path: Path, name: str) -> None:
-    """zoo -> ONNX (`mipsched import NAME -o NAME.onnx`, weights as stubs) -> import: same
-    MACs and weight bytes; the same network exactly, except GPT-2's GELU, which ONNX import
-    fuses."""
-    net = zoo.get(name)
-    written = runner.invoke(app, ["import", name, "-o", str(tmp_path / f"{name}.onnx")])
+    """zoo -> ONNX (`mipsched import NAME -o NAME.onnx`, weights as stubs; a valid model)
+    -> import: the same network exactly (layers, inputs, outputs, digest)."""
+    path = tmp_path / f"{name}.onnx"
+    written = runner.invoke(app, ["import", name, "-o", str(path)])
     assert written.exit_code == 0, written.output
-    back = load_onnx(tmp_path / f"{name}.onnx")
-    assert back.total_macs == net.total_macs
-    assert back.total_weight_bytes == net.total_weight_bytes
-    gelus = [n for n, lay in net.layers.items() if lay.op == Op.GELU]
-    if not gelus:
-        assert back.digest() == net.digest()
-    else:
-        assert set(net.layers) - set(back.layers) == set(gelus)
-        assert len(back.layers) == len(net.layers) - len(gelus)
+    check_valid(path)
+    assert_same(load_onnx(path), zoo.get(name))
+
+
+@pytest.mark.parametrize("name", list(om.CONSTRUCT_NETS))
+def test_every_construct_round_trips(tmp_path: Path, name: str) -> None:
+    """Asymmetric pads, implicit concats (conv, max pool, global pool, fc, matmul),
+    copying concats over channels and height, transposes of conv maps and C <-> tokens
+    transposes of token sequences, matmul_act with K in weight layout, a KV cache: a
+    valid ONNX model that imports to the same network, batch and element size applied."""
+    net = om.CONSTRUCT_NETS[name]()
+    path = tmp_path / f"{name}.onnx"
+    save_onnx(net, path)
+    check_valid(path)
+    assert_same(load_onnx(path), net)
+    assert load_onnx(path, batch=3, elem_bytes=2).digest() == Workload(
+        net.name, 3, net.inputs, net.layers, net.outputs, 2).digest()
+
+
+def _markers(model: onnx.ModelProto) -> dict[str, tuple[str, str, dict]]:
+    """Marked nodes: name -> (op type, marker, attributes)."""
+    return {n.name: (n.op_type, {p.key: p.value for p in n.metadata_props}[MARKER_KEY],
+                     {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute})
+            for n in model.graph.node if n.metadata_props}
+
+
+def test_exported_markers_and_pads() -> None:
+    """What the exporter writes for each construct (docs/onnx.md): pads as (top, left,
+    bottom, right); a Transpose whose ONNX perm is the IR perm over (N, C, H, W) or
+    (N, tokens, features); Concats marked as copies or as implicit concats; IR version
+    10, the first with node metadata."""
+    conv = export_onnx(om.conv_constructs())
+    assert conv.ir_version == IR_VERSION == 10
+    assert _markers(conv) == {
+        "mix/concat": ("Concat", "implicit-concat", {"axis": 1}),
+        "res/concat": ("Concat", "implicit-concat", {"axis": 1}),  # cut by a Split
+        "down/concat": ("Concat", "implicit-concat", {"axis": 1}),
+        "swap_hw": ("Transpose", "transpose", {"perm": [0, 1, 3, 2]}),
+        "turn": ("Transpose", "transpose", {"perm": [0, 3, 1, 2]}),  # IR (2, 0, 1)
+        "both": ("Concat", "concat-copy", {"axis": 1}),
+        "rows": ("Concat", "concat-copy", {"axis": 2}),
+        "gap/concat": ("Concat", "implicit-concat", {"axis": 1}),
+        "fc/concat": ("Concat", "implicit-concat", {"axis": 1})}
+    pads = {n.name: onnx.helper.get_attribute_value(a) for n in conv.graph.node
+            for a in n.attribute if a.name == "pads"}
+    assert pads["stem"] == [2, 2, 3, 3]
+    assert pads["b3"] == [1, 0, 1, 1]
+    assert pads["avg"] == [1, 1, 2, 2]
+    split = next(n for n in conv.graph.node if n.op_type == "Split")
+    assert (list(split.input), list(split.output)) == (
+        ["res/concat"], ["res/operand0", "res/operand1", "res/operand2"])
+    assert next(n for n in conv.graph.node if n.name == "res").op_type == "Sum"
+    gpt = _markers(export_onnx(om.gpt_constructs()))
+    assert gpt["kt0"] == ("Transpose", "transpose", {"perm": [0, 2, 1]})
+    assert gpt["kt"] == ("Concat", "concat-copy", {"axis": 2})
+    assert gpt["proj/concat"] == ("Concat", "implicit-concat", {"axis": 2})
+    assert len(gpt) == 4 + 2  # the layout changes around the 1x1 convs are not marked
+    gelu = _markers(export_onnx(zoo.get("gpt2_small_decode")))
+    assert [op for op, marker, _ in gelu.values() if marker == "gelu"] == ["Gelu"]
+
+
+def test_split_of_an_implicit_concat(tmp_path: Path) -> None:
+    """An Add of the two halves of a marked implicit concat of x (8 channels) and a conv
+    of x (8): one add layer reading x and the conv as two operands of 8 channels."""
+    wl = imported(tmp_path, _split_read_by(["p0", "p1"]))
+    assert list(wl.layers) == ["conv", "n1"]
+    add = wl.layers["n1"]
+    assert (add.op, add.inputs, add.out) == (Op.ADD, ("x", "conv"), Shape(8, 4, 4))
+    assert wl.vector_ops("n1") == 2 * 8 * 4 * 4
+
+
+@pytest.mark.parametrize(("perm", "needle"), [
+    ((0, 2, 1), "is exported as token sequences, which need W = 1"),
+    ((2, 0, 1), "layer 't': perm [2, 0, 1] moves W, which a network of token sequences "
+                "does not have"),
+])
+def test_sequence_transposes_keep_w(tmp_path: Path, perm: tuple[int, int, int],
+                                    needle: str) -> None:
+    """Networks with matmul layers are written as (N, tokens, features): a transpose that
+    gives W a size, or moves the (size 1) W axis, is refused, through the CLI too."""
+    b = NetBuilder("seq")
+    x = b.matmul("m", b.input("x", 4, 1 if perm == (2, 0, 1) else 3), 4)
+    b.transpose("t", x, perm)
+    with pytest.raises(InputError, match=re.escape(needle)):
+        export_onnx(b.build())
+    (tmp_path / "seq.yaml").write_text(dump_workload(b.build()))
+    result = runner.invoke(app, ["import", str(tmp_path / "seq.yaml"), "-o",
+                                 str(tmp_path / "seq.onnx")])
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1 and needle in result.stderr
+    assert not (tmp_path / "seq.onnx").exists()
+
+
+def test_exact_pads(tmp_path: Path) -> None:
+    """ONNX pads become leading (top, left) and trailing (bottom, right) pads exactly;
+    auto_pad SAME_UPPER puts the odd row behind, SAME_LOWER in front; ceil_mode adds the
+    rows its last window reads past the end, only where it adds a window."""
+    wl = imported(tmp_path, om.padding_variants())
+    pads = {n: (lay.pads(0), lay.pads(1)) for n, lay in wl.layers.items()}
+    assert pads == {"pads": ((0, 2), (1, 1)),  # pads (0, 1, 2, 1)
+                    "same_lower": ((1, 1), (1, 0)),  # 11 -> 6: 2 in all; 10 -> 5: 1
+                    "same_upper": ((1, 2), (1, 2)),  # 4x4 kernel: 3 in all
+                    "ceil": ((0, 0), (0, 1)),  # 11 -> 5 either way; 10 -> 5, not 4
+                    "valid": ((0, 0), (0, 0))}
+    assert [tuple(lay.out) for lay in wl.layers.values()] == [
+        (8, 11, 10), (8, 6, 5), (8, 11, 10), (8, 5, 5), (8, 3, 2)]
+
+
+def test_markers_written_by_another_tool(tmp_path: Path) -> None:
+    """A marked Transpose is a layer (perm over the IR axes from the ONNX layout); an
+    implicit concat read only by convs and pools is folded into them, one that an Add
+    also reads stays a concat layer; a copying concat is one; an unmarked Transpose stays
+    a free layout change."""
+    wl = imported(tmp_path, om.marked_nodes())
+    t = wl.layers["to_hwc"]
+    assert (t.op, t.perm, t.out) == (Op.TRANSPOSE, (1, 2, 0), Shape(6, 5, 4))
+    assert wl.vector_ops("to_hwc") == 4 * 6 * 5  # it moves every element
+    assert wl.layers["conv_join"].inputs == wl.layers["pool_join"].inputs == ("x", "conv_x")
+    assert "join" not in wl.layers
+    kept = wl.layers["kept"]
+    assert (kept.op, kept.copy, wl.vector_ops("kept")) == (Op.CONCAT, False, 0)
+    assert wl.layers["conv_kept"].inputs == ("kept",)
+    copy = wl.layers["copy"]
+    assert (copy.op, copy.copy, wl.vector_ops("copy")) == (Op.CONCAT, True, 8 * 6 * 5)
+    assert wl.outputs == ("conv_t", "add", "copy")  # the free transpose: no layer
+    assert wl.layers["conv_join"].out == Shape(4, 6, 5)
+    assert wl.weight_bytes("conv_join") == 4 * 8 * 3 * 3  # reads 4 + 4 channels
 
 
 def test_import_then_solve_the_yaml(tmp_path: Path) -> None:
@@ -241,11 +379,31 @@ def _single(op: str, inputs: list, out_dims: list | None, inits: list, **attrs):
     return om.model([node], inputs, [om.tensor("y", out_dims)], inits)
 
 
+def _marked(op: str, marker: str, **attrs) -> onnx.ModelProto:
+    """One node on x[N,8,4,4] carrying `marker`."""
+    node = om.mark(helper.make_node(op, ["x"], ["y"], name="n1", **attrs), marker)
+    return om.model([node], [om.tensor("x", ["N", 8, 4, 4])], [om.tensor("y", None)], [])
+
+
+def _split_read_by(pieces: list[str], op: str = "Add") -> onnx.ModelProto:
+    """x[N,8,4,4] and a conv of it joined by a Concat marked implicit, split in two
+    (p0, p1), `pieces` read by `op`."""
+    nodes = [helper.make_node("Conv", ["x", "w"], ["a"], name="conv"),
+             om.mark(helper.make_node("Concat", ["x", "a"], ["xa"], name="join", axis=1),
+                     "implicit-concat"),
+             helper.make_node("Split", ["xa"], ["p0", "p1"], name="split", axis=1,
+                              num_outputs=2),
+             helper.make_node(op, pieces, ["y"], name="n1")]
+    return om.model(nodes, [om.tensor("x", ["N", 8, 4, 4])], [om.tensor("y", None)],
+                    [om.weight("w", [8, 8, 1, 1])])
+
+
 @pytest.mark.parametrize(("build", "needle"), [
     (lambda: _single("Relu", [om.tensor("x", ["N", "seq", 8])], None, []),
      "input 'x': dimension 1 is symbolic ('seq')"),
     (lambda: _single("Split", [om.tensor("x", ["N", 8, 4, 4])], None, [], num_outputs=1),
-     "unsupported ONNX operator(s): Split (node 'n1')"),
+     "node 'n1' (Split): a Split of an activation maps only when it cuts a Concat marked "
+     "implicit-concat"),
     (lambda: _single("Conv", [om.tensor("x", ["N", 8, 16])], None,
                      [om.weight("w", [8, 8, 3])]), "not a 2-D feature map"),
     (lambda: om.model([helper.make_node("Relu", ["x"], ["a"]),
@@ -278,6 +436,20 @@ def _single(op: str, inputs: list, out_dims: list | None, inits: list, **attrs):
     (lambda: om.model([helper.make_node("Relu", ["nowhere"], ["y"], name="n1")],
                       [om.tensor("x", ["N", 8])], [om.tensor("y", None)], []),
      "input 'nowhere' is not a graph input, an initializer or any node's output"),
+    (lambda: _split_read_by(["p1", "p0"]),
+     "node 'n1' (Add): it reads pieces of a Split (p1, p0): it must read all pieces of one "
+     "Split, in order"),
+    (lambda: _split_read_by(["p0"], "Relu"),
+     "node 'n1' (Relu): tensor 'p0' is a piece of a Split, which mipsched maps only as an "
+     "operand of an element-wise op"),
+    (lambda: _marked("Relu", "transpose"),
+     "node 'n1' (Relu): metadata mipsched.layer = 'transpose': a Relu node takes none"),
+    (lambda: _marked("Transpose", "concat-copy", perm=[0, 1, 3, 2]),
+     "a Transpose node takes 'transpose'; see docs/onnx.md"),
+    (lambda: _marked("Concat", "copy", axis=1),
+     "'copy': a Concat node takes 'concat-copy' or 'implicit-concat'"),
+    (lambda: _marked("Transpose", "transpose", perm=[1, 0, 2, 3]),
+     "perm [1, 0, 2, 3] of [1, 8, 4, 4]: a transpose layer keeps the batch"),
 ])
 def test_models_that_do_not_map(tmp_path: Path, build, needle: str) -> None:
     with pytest.raises(InputError) as err:

@@ -1,6 +1,7 @@
-"""YAML workloads: every zoo network round-trips exactly; hand-written files (any order,
-block or flow style) read as documented; each kind of mistake gives a specific message
-naming the layer and the line."""
+"""YAML workloads: every zoo network, and networks using every IR construct, round-trip
+exactly; keys are written only where they differ from their defaults; hand-written files
+(any order, block or flow style) read as documented; each kind of mistake gives a
+specific message naming the layer and the line."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ from mipsched.workload.layer import Op, Shape
 from mipsched.workload.yaml_format import dump_workload, load_workload, read_workload
 from mipsched.yamlsrc import parse_yaml
 
+import onnx_models as om
+
 runner = CliRunner()
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "workload-yaml.md"
 
@@ -34,18 +37,70 @@ layers:
 outputs: [c]
 """
 
+#: Asymmetric pads, implicit concats into a conv, a transpose, a copying concat.
+CONSTRUCTS = """\
+name: t2
+inputs:
+  x: [4, 8, 6]
+layers:
+  - {name: a, op: conv, inputs: [x], out: [8, 4, 3], kernel: 3, stride: 2, padding_end: 1}
+  - {name: p, op: max_pool, inputs: [x], out: [4, 4, 3], kernel: 2, stride: 2}
+  - {name: m, op: conv, inputs: [a, p], out: [6, 4, 3]}
+  - {name: t, op: transpose, inputs: [m], out: [3, 4, 6], perm: [2, 1, 0]}
+  - {name: c, op: concat, inputs: [t, t], out: [6, 4, 6], copy: true}
+outputs: [c]
+"""
+
 
 def read(text: str, **kw):
     return read_workload(parse_yaml(text, "net.yaml"), **kw)
 
 
-@pytest.mark.parametrize("name", list(zoo.NETWORKS))
-def test_zoo_round_trip(name: str) -> None:
-    net = zoo.get(name)
+def assert_round_trip(net) -> None:
     back = read(dump_workload(net))
     assert back.digest() == net.digest()
     assert back.layers == net.layers
     assert (back.name, back.inputs, back.outputs) == (net.name, net.inputs, net.outputs)
+
+
+@pytest.mark.parametrize("name", list(zoo.NETWORKS))
+def test_zoo_round_trip(name: str) -> None:
+    assert_round_trip(zoo.get(name))
+
+
+@pytest.mark.parametrize("name", list(om.CONSTRUCT_NETS))
+def test_every_construct_round_trips(name: str) -> None:
+    assert_round_trip(om.CONSTRUCT_NETS[name]())
+
+
+def test_new_keys_are_written_only_where_they_differ_from_their_defaults() -> None:
+    """padding_end only when it differs from padding, copy only when true, perm on every
+    transpose; a network without the new constructs is written as before."""
+    lines = {ln.split(",")[0].removeprefix("  - {name: "): ln
+             for ln in dump_workload(om.conv_constructs()).splitlines()
+             if ln.startswith("  - ")}
+    assert "padding: [2, 2], padding_end: [3, 3]" in lines["stem"]
+    assert "padding_end" not in lines["bp"] and "padding: [1, 1]" in lines["bp"]
+    assert "padding_end: [1, 1]" in lines["down"] and "padding:" not in lines["down"]
+    assert "inputs: [b1, b3, bp]" in lines["mix"]
+    assert lines["swap_hw"].endswith("perm: [0, 2, 1]}")
+    assert lines["both"].endswith("axis: c, copy: true}")
+    text = dump_workload(zoo.get("resblock"))
+    assert not any(key in text for key in ("padding_end", "perm", "copy"))
+    assert text.splitlines()[-3] == ("  - {name: shortcut, op: conv, inputs: [input], "
+                                     "out: [256, 56, 56]}")
+
+
+def test_hand_written_constructs() -> None:
+    net = read(CONSTRUCTS)
+    a, m, t, c = (net.layers[n] for n in "amtc")
+    assert (a.padding, a.padding_end) == ((0, 0), (1, 1))  # a single number: both axes
+    assert m.inputs == ("a", "p")  # read as one 12-channel map
+    assert net.weight_bytes("m") == 6 * 12 and net.macs("m") == 6 * 4 * 3 * 12
+    assert t.perm == (2, 1, 0) and net.vector_ops("t") == 72
+    assert c.copy and net.vector_ops("c") == 144
+    plain = read(CONSTRUCTS.replace(", copy: true", ""))
+    assert not plain.layers["c"].copy and plain.vector_ops("c") == 0
 
 
 def test_names_that_need_quoting_round_trip() -> None:
@@ -82,9 +137,9 @@ def test_layers_in_any_acyclic_order_keep_the_file_order_where_they_can() -> Non
 
 
 def test_docs_example_reads() -> None:
-    example = re.search(r"```yaml\n(.*?)```", DOCS.read_text(), re.S).group(1)
-    net = read(example)
-    assert net.digest() == zoo.get("resblock").digest()
+    examples = re.findall(r"```yaml\n(.*?)```", DOCS.read_text(), re.S)
+    assert read(examples[0]).digest() == zoo.get("resblock").digest()
+    assert read(examples[1]).layers == read(CONSTRUCTS).layers
 
 
 def test_outputs_default_to_sinks() -> None:
@@ -109,7 +164,7 @@ def test_outputs_default_to_sinks() -> None:
     ("stride: 2", "strides: 2", 6, "layer 'b': unknown key 'strides'"),
     ("kernel: 3,", "kernel: 3x3,", 5, "layer 'a': kernel: expected 2 integers, got '3x3'"),
     ("op: add, inputs: [b, b]", "op: add, inputs: [b, b], axis: c", 7,
-     "layer 'c': unknown key 'axis'"),
+     "layer 'c': key 'axis' applies to concat only, not to add"),
     ("outputs: [c]", "outputs: [c]\nbatch: 4", 9, "--batch"),
     ("outputs: [c]", "outputs: [c, zz]", 8, "outputs[1]: 'zz' is not a layer"),
     ("outputs: [c]", "outputs: [c, c]", 8, "outputs[1]: 'c' is listed twice"),
@@ -125,6 +180,46 @@ def test_mistakes_name_the_layer_and_the_line(old: str, new: str, line: int,
     assert old in BASE
     with pytest.raises(InputError) as err:
         read(BASE.replace(old, new, 1))
+    assert f"net.yaml, line {line}" in str(err.value)
+    assert needle in str(err.value)
+
+
+@pytest.mark.parametrize(("old", "new", "line", "needle"), [
+    ("perm: [2, 1, 0]", "perm: [2, 2, 0]", 8,
+     "layer 't': perm [2, 2, 0]: expected a permutation of 0 (C), 1 (H), 2 (W)"),
+    ("perm: [2, 1, 0]", "perm: [2, 1]", 8, "layer 't': perm: expected 3 integers, got [2, 1]"),
+    ("perm: [2, 1, 0]", "perm: [2, 1, 3]", 8, "layer 't': perm [2, 1, 3]: expected a "
+                                              "permutation"),
+    ("out: [3, 4, 6], perm: [2, 1, 0]", "out: [3, 4, 6], perm: [0, 1, 2]", 8,
+     "layer 't': out [3, 4, 6] does not match [6, 4, 3] implied by its inputs"),
+    ("copy: true", "copy: yes please", 9, "layer 'c': copy: expected true/false, got "
+                                          "'yes please'"),
+    ("out: [4, 4, 3], kernel: 2", "out: [4, 4, 3], copy: true, kernel: 2", 6,
+     "layer 'p': key 'copy' applies to concat only, not to max_pool"),
+    ("perm: [2, 1, 0]", "perm: [2, 1, 0], padding_end: 1", 8,
+     "layer 't': key 'padding_end' applies to conv, depthwise_conv, max_pool, avg_pool "
+     "only, not to transpose"),
+    ("inputs: [a, p], out: [6, 4, 3]", "inputs: [a, p], out: [6, 4, 3], perm: [0, 1, 2]", 7,
+     "layer 'm': key 'perm' applies to transpose only, not to conv"),
+    ("padding_end: 1", "padding_end: -1", 5, "layer 'a': padding_end [-1, -1]: every entry "
+                                             "must be >= 0"),
+    ("padding_end: 1", "padding_end: [1, 1, 1]", 5, "layer 'a': padding_end: expected 2 "
+                                                    "integers"),
+    ("inputs: [a, p]", "inputs: [a, x]", 7, "layer 'm': inputs read as one along channels "
+                                            "need equal H x W, got [(8, 4, 3), (4, 8, 6)]"),
+    ("padding_end: 1", "padding_end: 3", 5, "layer 'a': out [8, 4, 3] does not match "
+                                            "[8, 5, 4] implied by its inputs"),
+    ("op: transpose, inputs: [m]", "op: transpose, inputs: [m, m]", 8,
+     "layer 't': transpose takes 1 input(s), got 2"),
+    ("op: conv, inputs: [a, p]", "op: depthwise_conv, inputs: [a, p]", 7,
+     "layer 'm': depthwise_conv takes 1 input(s), got 2"),
+    ("op: conv, inputs: [a, p]", "op: conv, inputs: []", 7,
+     "layer 'm': conv needs at least one input"),
+])
+def test_mistakes_in_new_keys(old: str, new: str, line: int, needle: str) -> None:
+    assert old in CONSTRUCTS
+    with pytest.raises(InputError) as err:
+        read(CONSTRUCTS.replace(old, new, 1))
     assert f"net.yaml, line {line}" in str(err.value)
     assert needle in str(err.value)
 
@@ -174,13 +269,16 @@ def test_a_buffer_too_small_for_any_schedule(tmp_path: Path) -> None:
 
 
 def test_written_layers_are_one_line_each() -> None:
-    text = dump_workload(zoo.get("gpt2_small_decode"))
-    lines = text.splitlines()
-    layer_lines = [ln for ln in lines if ln.startswith("  - ")]
-    assert len(layer_lines) == 16
+    net = om.gpt_decode_constructs()
+    text = dump_workload(net)
+    layer_lines = [ln for ln in text.splitlines() if ln.startswith("  - ")]
+    assert len(layer_lines) == len(net.layers) == 16
     qk = next(ln for ln in layer_lines if "name: qk," in ln)
-    assert "heads: 12" in qk and "transpose_rhs: true" in qk
-    net = read(text)
-    assert net.layers["k_cat"].axis == "h"
-    assert net.layers["qk"].op == Op.MATMUL_ACT
-    assert net.inputs["k_cache"] == Shape(768, 512, 1)
+    assert "heads: 4" in qk and "transpose_rhs: false" in qk
+    back = read(text)
+    assert back.layers["values"].axis == "h" and back.layers["values"].copy
+    assert back.layers["qk"].op == Op.MATMUL_ACT
+    assert back.inputs["k_cache"] == Shape(44, 8, 1)
+    decode = zoo.get("gpt2_small_decode")
+    assert len([ln for ln in dump_workload(decode).splitlines()
+                if ln.startswith("  - ")]) == len(decode.layers)

@@ -8,12 +8,19 @@ becomes a layer, an alias or nothing:
   contracts a whole sample, matmul when it contracts the feature axis of a token
   sequence), MatMul of two activations (matmul_act: heads and transpose from the layouts),
   MaxPool / AveragePool / GlobalAveragePool / GlobalMaxPool, Add / Sub / Sum (add), Mul /
-  Div (mul), Softmax / LogSoftmax, LayerNormalization, Concat;
-* aliases (no layer, no data moved): layout ops (Reshape, Flatten, Transpose, Squeeze,
-  Unsqueeze), Identity, Dropout, Cast, (De)QuantizeLinear, BatchNormalization and
+  Div (mul), Softmax / LogSoftmax, LayerNormalization, Concat, and a Transpose marked as
+  moving data (transpose);
+* aliases (no layer, no data moved): layout ops (Reshape, Flatten, unmarked Transpose,
+  Squeeze, Unsqueeze), Identity, Dropout, Cast, (De)QuantizeLinear, BatchNormalization and
   activation functions (fused into their producer), and element-wise ops with constants
   or whose operands are all the same tensor (biases, scales, x * sigmoid(x), erf-GELU);
 * nothing: nodes that only compute on constants and shapes (Constant, Shape, Gather ...).
+
+Markers (onnx_export.Marker in a node's metadata_props) carry what ONNX cannot say: a
+Transpose that moves data, a Concat that copies, a Gelu that is a layer of its own, and a
+Concat that is the implicit concat of the conv / pool / fc / matmul layers reading it
+(folded into them after mapping), or, cut by a Split into equal pieces, of the
+element-wise op that reads the pieces as its operands.
 
 Per-sample IR shapes: NCHW -> (C, H, W); (batch, tokens, features) -> (features, tokens,
 1); (batch, features) -> (features, 1, 1). The first axis of every network input is the
@@ -22,15 +29,27 @@ batch; its size in the file is ignored and the workload's batch is `batch` (`--b
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import NamedTuple
 
 import onnx
 
 from mipsched.errors import InputError
 from mipsched.workload import ops
 from mipsched.workload.graph import Workload
-from mipsched.workload.layer import Layer, Op, Shape
-from mipsched.workload.onnx_layout import BATCH, CHANNEL, LEAD, SPATIAL, View, axis_of
+from mipsched.workload.layer import CONCAT_READERS, Layer, Op, Shape
+from mipsched.workload.onnx_export import MARKER_KEY, Marker
+from mipsched.workload.onnx_layout import (
+    BATCH,
+    CHANNEL,
+    IR_AXES,
+    LAYOUTS,
+    LEAD,
+    SPATIAL,
+    View,
+    axis_of,
+)
 from mipsched.workload.onnx_read import (
     DOCS,
     STANDARD,
@@ -51,13 +70,28 @@ _FUSED = frozenset({
 })
 _ELTWISE = {"Add": Op.ADD, "Sub": Op.ADD, "Sum": Op.ADD, "Mul": Op.MUL, "Div": Op.MUL}
 _POOLS = {"MaxPool": Op.MAX_POOL, "AveragePool": Op.AVG_POOL}
-_MAPPED = frozenset({"Transpose", "Conv", "Gemm", "MatMul", "GlobalAveragePool",
+_MAPPED = frozenset({"Transpose", "Split", "Conv", "Gemm", "MatMul", "GlobalAveragePool",
                      "GlobalMaxPool", "Softmax", "LogSoftmax", "LayerNormalization",
                      "Concat", *_LAYOUT, *_FUSED, *_ELTWISE, *_POOLS})
 #: Ops whose output depends only on input shapes, never on their values.
 _SHAPE_ONLY = frozenset({"Shape", "Size"})
 _KNOWN = _MAPPED | _SHAPE_ONLY
 _NCHW = (BATCH, CHANNEL, frozenset("h"), frozenset("w"))
+#: The markers each operator may carry.
+_MARKERS = {"Transpose": (Marker.TRANSPOSE,),
+            "Concat": (Marker.CONCAT_COPY, Marker.IMPLICIT_CONCAT),
+            "Gelu": (Marker.GELU,)}
+_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+class _Piece(NamedTuple):
+    """Output `index` of a Split that cuts implicit concat `concat` into `count` equal
+    pieces along channels, laid out as `view` (whose tensor is unset)."""
+
+    concat: str
+    index: int
+    count: int
+    view: View
 
 
 def load_onnx(path: Path, batch: int = 1, elem_bytes: int = 1,
@@ -104,8 +138,13 @@ class _Importer:
         self.views: dict[str, View] = {}
         self.inputs: dict[str, Shape] = {}
         self.layers: dict[str, Layer] = {}
+        self.implicit: dict[str, View] = {}
+        """CONCAT layers of Concat nodes marked as implicit concats, with their views."""
+        self.pieces: dict[str, _Piece] = {}
+        """The outputs of Splits of implicit concats."""
         self.node: onnx.NodeProto = onnx.NodeProto()
         self.where = ""
+        self.marker: Marker | None = None
 
     # --- driver ---------------------------------------------------------------------------
     def workload(self, name: str, batch: int, elem_bytes: int) -> Workload:
@@ -121,6 +160,7 @@ class _Importer:
         for k, node in active:
             self.node = node
             self.where = f"node {node_name(node, k)}"
+            self.marker = self._marker()
             self._map(node)
         outputs = list(dict.fromkeys(self.views[o.name].tensor for o in self.graph.output
                                      if o.name in self.views))
@@ -128,6 +168,8 @@ class _Importer:
         if not outputs:
             raise OnnxError("the model's outputs are computed by no layer mipsched "
                             f"schedules (only constants and layout ops); see {DOCS}")
+        for concat in self.implicit:
+            self._fold(concat, outputs)
         layers = self._live(outputs)
         read = {s for lay in layers.values() for s in lay.inputs}
         inputs = {k: v for k, v in self.inputs.items() if k in read}
@@ -141,6 +183,34 @@ class _Importer:
             return True
         return False
 
+    def _marker(self) -> Marker | None:
+        """The node's mipsched marker (MARKER_KEY in its metadata_props), checked against
+        its operator."""
+        values = [p.value for p in self.node.metadata_props if p.key == MARKER_KEY]
+        if not values:
+            return None
+        allowed = _MARKERS.get(self.node.op_type, ()) if self.node.domain in STANDARD else ()
+        if len(values) > 1 or values[0] not in allowed:
+            takes = (" or ".join(repr(m.value) for m in allowed) if allowed else
+                     f"none (only {', '.join(_MARKERS)} nodes are marked)")
+            raise self.fail(f"metadata {MARKER_KEY} = {', '.join(map(repr, values))}: a "
+                            f"{op_type(self.node)} node takes {takes}; see {DOCS}")
+        return Marker(values[0])
+
+    def _fold(self, concat: str, outputs: list[str]) -> None:
+        """Folds an implicit concat into the layers reading it when they all read several
+        inputs as one along channels (CONCAT_READERS): they read its inputs instead."""
+        layer = self.layers[concat]
+        readers = [lay for lay in self.layers.values() if concat in lay.inputs]
+        if (layer.axis != "c" or concat in outputs or not readers
+                or any(lay.op not in CONCAT_READERS for lay in readers)):
+            return
+        for lay in readers:
+            inputs = tuple(s for src in lay.inputs
+                           for s in (layer.inputs if src == concat else (src,)))
+            self.layers[lay.name] = dataclasses.replace(lay, inputs=inputs)
+        del self.layers[concat]
+
     def _live(self, outputs: list[str]) -> dict[str, Layer]:
         """The layers that some output depends on (dead branches are dropped)."""
         live, stack = set(outputs), list(outputs)
@@ -153,7 +223,9 @@ class _Importer:
 
     def _map(self, node: onnx.NodeProto) -> None:
         op = node.op_type if node.domain in STANDARD else None
-        if op in _FUSED:
+        if op in _FUSED and self.marker == Marker.GELU:
+            self._gelu()
+        elif op in _FUSED:
             self._alias(self._view(self._activations()[0]))
         elif op in _LAYOUT:
             self._reshape()
@@ -169,6 +241,8 @@ class _Importer:
             self._matmul(op)
         elif op in _ELTWISE:
             self._eltwise(_ELTWISE[op])
+        elif op == "Split":
+            self._split()
         elif op in ("Softmax", "LogSoftmax", "LayerNormalization"):
             self._normalise(Op.LAYERNORM if op == "LayerNormalization" else Op.SOFTMAX)
         elif op == "Concat":
@@ -206,6 +280,9 @@ class _Importer:
         """The view of an activation tensor; a network input gets its natural layout."""
         if tensor in self.views:
             return self.views[tensor]
+        if tensor in self.pieces:
+            raise self.fail(f"tensor '{tensor}' is a piece of a Split, which mipsched maps "
+                            f"only as an operand of an element-wise op; see {DOCS}")
         if tensor not in self.graph_inputs:
             raise self.fail(f"tensor '{tensor}' has no producer mipsched mapped")
         return self._new_input(tensor)
@@ -221,7 +298,7 @@ class _Importer:
                                 f"{DOCS}")
         dims = self.dims(tensor)
         rank = len(dims)
-        labels = {4: "nchw", 3: "nhc", 2: "nc"}.get(rank)
+        labels = LAYOUTS.get(rank)
         if labels is None:
             raise self.fail(f"input '{tensor}' has rank {rank}: mipsched reads (N, C, H, "
                             "W), (N, tokens, features) or (N, features) tensors")
@@ -257,6 +334,16 @@ class _Importer:
             raise self.fail(f"attribute '{attr}': expected {need}{bound}")
         return values
 
+    def string(self, attr: str, default: str, allowed: tuple[str, ...]) -> str:
+        """A STRING attribute, one of `allowed`."""
+        found = [a for a in self.node.attribute if a.name == attr]
+        if not found:
+            return default
+        value = found[0].s.decode(errors="replace")
+        if found[0].type != onnx.AttributeProto.STRING or value not in allowed:
+            raise self.fail(f"attribute '{attr}': expected one of {', '.join(allowed)}")
+        return value
+
     def _alias(self, view: View) -> None:
         """Makes the node's output another name of the tensor of `view` (no layer, no data
         moved), once ONNX agrees on its shape: broadcasting to a larger tensor is no alias."""
@@ -269,8 +356,9 @@ class _Importer:
                             f"{DOCS}")
         self.views[out] = view
 
-    def _add_layer(self, layer: Layer, out_view: View) -> None:
-        """Adds a layer after checking that mipsched's output shape is ONNX's."""
+    def _add_layer(self, layer: Layer, out_view: View) -> str:
+        """Adds a layer after checking that mipsched's output shape is ONNX's; returns its
+        name."""
         name = self._unique(layer.name)
         ins = [self._shape(s) for s in layer.inputs]
         try:
@@ -283,6 +371,7 @@ class _Importer:
                             f"model says {list(out_view.dims)} = {tuple(expected)}")
         self.layers[name] = Layer(**{**layer.__dict__, "name": name, "out": out})
         self.views[self._out()] = out_view.renamed(name)
+        return name
 
     def _shape(self, tensor: str) -> Shape:
         return self.inputs[tensor] if tensor in self.inputs else self.layers[tensor].out
@@ -313,7 +402,41 @@ class _Importer:
         perm = self.ints("perm", list(range(rank))[::-1], rank, 0)
         if sorted(perm) != list(range(rank)):
             raise self.fail(f"perm {perm} is not a permutation of {rank} axes")
-        self.views[self._out()] = src.permute(perm)
+        if self.marker == Marker.TRANSPOSE:
+            self._transpose_layer(src, perm)
+        else:
+            self.views[self._out()] = src.permute(perm)
+
+    def _transpose_layer(self, src: View, perm: list[int]) -> None:
+        """A Transpose marked as moving data: a TRANSPOSE layer. Its output is laid out
+        naturally for its rank (LAYOUTS), so IR output axis `layout[j]` is the IR axis
+        that input axis perm[j] holds."""
+        layout = LAYOUTS.get(len(src.axes), "")
+        roles = self._axis_roles(src, layout)
+        if perm[0] != 0 or roles[0] != "n":
+            raise self.fail(f"perm {perm} of {list(src.dims)}: a transpose layer keeps the "
+                            "batch as the first axis")
+        ir_perm = [0, 1, 2]
+        for j, role in enumerate(layout[1:], start=1):
+            ir_perm[IR_AXES.index(role)] = IR_AXES.index(roles[perm[j]])
+        out = self.dims(self._out())
+        view = View("", tuple(axis_of(lab, d) for lab, d in zip(layout, out, strict=True)))
+        layer = Layer(self._layer_name(), Op.TRANSPOSE, (src.tensor,), Shape(0, 0, 0),
+                      perm=(ir_perm[0], ir_perm[1], ir_perm[2]))
+        self._add_layer(layer, view)
+
+    def _axis_roles(self, src: View, layout: str) -> str:
+        """The IR axis (a letter of `layout`) each ONNX axis of `src` holds: the label of
+        its elements, or for an axis of size 1 the roles `layout` leaves free, in order."""
+        named = [src.labels(k) for k in range(len(src.axes))]
+        known = [next(iter(labels)) for labels in named if labels]
+        if (not layout or any(len(labels) > 1 for labels in named)
+                or not set(known) <= set(layout) or len(set(known)) < len(known)):
+            raise self.fail(f"a transpose layer needs an (N, C, H, W), (N, tokens, "
+                            f"features) or (N, features) tensor, got {list(src.dims)}; see "
+                            f"{DOCS}")
+        free = iter(role for role in layout if role not in known)
+        return "".join(next(iter(labels)) if labels else next(free) for labels in named)
 
     def _window_input(self) -> tuple[View, tuple[int, ...]]:
         """The NCHW input of a conv / pool and the node's output dims."""
@@ -326,25 +449,32 @@ class _Importer:
             raise self.fail(f"output has rank {len(out)}, expected 4")
         return src, out
 
-    def _padding(self, src: View, out: tuple[int, ...], kernel: list[int],
-                 stride: list[int], dilation: list[int]) -> tuple[int, int]:
-        """The symmetric padding giving ONNX's output size (pads, auto_pad, ceil_mode)."""
+    def _pads(self, src: View, out: tuple[int, ...], kernel: list[int], stride: list[int],
+              dilation: list[int]) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Leading (top, left) and trailing (bottom, right) pads of a window node: its
+        `pads` or `auto_pad`, plus, with `ceil_mode`, the rows its last window reads past
+        the end; checked against ONNX's output size."""
+        auto = self.string("auto_pad", "NOTSET", _AUTO_PADS)
         pads = self.ints("pads", [0, 0, 0, 0], 4, 0)
-        pad = []
+        ceil = self.ints("ceil_mode", [0], 1)[0]
+        lead, end = [0, 0], [0, 0]
         for k in range(2):
-            size = src.dims[2 + k]
-            lo, hi = pads[k], pads[k + 2]
+            size, want = src.dims[2 + k], out[2 + k]
             span = dilation[k] * (kernel[k] - 1) + 1
-            total = max((out[2 + k] - 1) * stride[k] + span - size, 0)
-            candidates = dict.fromkeys([(lo + hi) // 2, (lo + hi + 1) // 2, lo, hi,
-                                        total // 2, (total + 1) // 2])
-            fit = [p for p in candidates if ops.conv_out_extent(
-                size, kernel[k], stride[k], p, dilation[k]) == out[2 + k]]
-            if not fit:
-                raise self.fail(f"padding {pads} cannot be made symmetric with the same "
-                                f"output size {out[2 + k]}; see {DOCS}")
-            pad.append(fit[0])
-        return pad[0], pad[1]
+            reach = (want - 1) * stride[k] + span  # padded rows the windows cover
+            if auto in ("SAME_UPPER", "SAME_LOWER"):
+                total = max(reach - size, 0)
+                lead[k] = total // 2 if auto == "SAME_UPPER" else (total + 1) // 2
+                end[k] = total - lead[k]
+            elif auto == "NOTSET":
+                lead[k], end[k] = pads[k], pads[k + 2]
+            if ceil:
+                end[k] += max(reach - size - lead[k] - end[k], 0)
+            got = ops.conv_out_extent(size, kernel[k], stride[k], lead[k], dilation[k], end[k])
+            if got != want:
+                raise self.fail(f"pads {lead[k]} + {end[k]} (auto_pad {auto}) give output "
+                                f"size {got} along axis {2 + k}, the model says {want}")
+        return (lead[0], lead[1]), (end[0], end[1])
 
     def _conv(self) -> None:
         src, out = self._window_input()
@@ -359,11 +489,11 @@ class _Importer:
         if weight[1] * groups != c_in or weight[0] % groups:
             raise self.fail(f"weight {list(weight)} with group={groups} does not fit "
                             f"{c_in} input channels")
-        pad = self._padding(src, out, kernel, stride, dilation)
+        lead, end = self._pads(src, out, kernel, stride, dilation)
         depthwise = groups == c_in == weight[0] and groups > 1
         layer = Layer(self._layer_name(), Op.DEPTHWISE_CONV if depthwise else Op.CONV,
                       (src.tensor,), Shape(weight[0], 0, 0), tuple(kernel), tuple(stride),
-                      pad, tuple(dilation), groups)
+                      lead, tuple(dilation), groups, padding_end=end)
         self._add_layer(layer, self._nchw_view(out))
 
     def _pool(self, op: Op) -> None:
@@ -371,9 +501,9 @@ class _Importer:
         kernel = self.ints("kernel_shape", None, 2, 1)
         stride = self.ints("strides", [1, 1], 2, 1)
         dilation = self.ints("dilations", [1, 1], 2, 1)
-        pad = self._padding(src, out, kernel, stride, dilation)
+        lead, end = self._pads(src, out, kernel, stride, dilation)
         layer = Layer(self._layer_name(), op, (src.tensor,), Shape(0, 0, 0), tuple(kernel),
-                      tuple(stride), pad, tuple(dilation))
+                      tuple(stride), lead, tuple(dilation), padding_end=end)
         self._add_layer(layer, self._nchw_view(out))
 
     def _global_pool(self) -> None:
@@ -382,7 +512,7 @@ class _Importer:
         self._add_layer(layer, self._nchw_view(out))
 
     def _nchw_view(self, dims: tuple[int, ...]) -> View:
-        return View("", tuple(axis_of(lab, d) for lab, d in zip("nchw", dims, strict=True)))
+        return View("", tuple(axis_of(lab, d) for lab, d in zip(LAYOUTS[4], dims, strict=True)))
 
     def _layer_name(self) -> str:
         return self.node.name or f"{self.node.op_type.lower()}_{len(self.layers)}"
@@ -453,7 +583,45 @@ class _Importer:
                       Shape(0, 0, 0), groups=heads, transpose_rhs=transpose)
         self._add_layer(layer, view)
 
+    def _split(self) -> None:
+        """A Split of an implicit concat into equal pieces along channels: the operands of
+        the element-wise op that reads them (an IR ADD / MUL reading its inputs
+        concatenated along channels, cut into operands of its output's channels)."""
+        src = self._view(self._activations()[0])
+        rank = len(src.axes)
+        axis = self.ints("axis", [0], 1)[0]
+        outs = list(self.node.output)
+        if -rank <= axis < rank:
+            axis %= rank
+            sizes = {self.dims(out)[axis] for out in outs}
+        if (not -rank <= axis < rank or self.implicit.get(src.tensor) != src
+                or not src.labels(axis) or not src.labels(axis) <= CHANNEL
+                or len(sizes) != 1 or "" in outs):
+            raise self.fail(f"a Split of an activation maps only when it cuts a Concat "
+                            f"marked {Marker.IMPLICIT_CONCAT.value} into equal pieces along "
+                            f"channels, the operands of an element-wise op; see {DOCS}")
+        piece = (*src.axes[:axis], axis_of("c", sizes.pop()), *src.axes[axis + 1:])
+        for k, out in enumerate(outs):
+            self.pieces[out] = _Piece(src.tensor, k, len(outs), View("", piece))
+
+    def _eltwise_of_pieces(self, op: Op, tensors: list[str]) -> None:
+        """An element-wise op of all the pieces of one Split of an implicit concat, in
+        order: it reads the concat's inputs, cut into operands of a piece's channels."""
+        pieces = [self.pieces.get(t) for t in tensors]
+        first = pieces[0]
+        if first is None or any(p is None or p[:3] != (first.concat, k, len(pieces))
+                                for k, p in enumerate(pieces)):
+            raise self.fail(f"it reads pieces of a Split ({', '.join(tensors)}): it must "
+                            f"read all pieces of one Split, in order, and nothing else; see "
+                            f"{DOCS}")
+        layer = Layer(self._layer_name(), op, self.layers[first.concat].inputs,
+                      Shape(first.view.ir_shape().c, 0, 0))
+        self._add_layer(layer, first.view)
+
     def _eltwise(self, op: Op) -> None:
+        if any(a in self.pieces for a in self._activations()):
+            self._eltwise_of_pieces(op, self._activations())
+            return
         views = [self._view(a) for a in self._activations()]
         tensors = list(dict.fromkeys(v.tensor for v in views))
         if any(v.axes != views[0].axes for v in views):
@@ -465,6 +633,12 @@ class _Importer:
             return
         layer = Layer(self._layer_name(), op, tuple(tensors), Shape(0, 0, 0))
         self._add_layer(layer, views[0])
+
+    def _gelu(self) -> None:
+        """A Gelu marked as a layer of its own (not fused into its producer)."""
+        src = self._view(self._activations()[0])
+        self._add_layer(Layer(self._layer_name(), Op.GELU, (src.tensor,), Shape(0, 0, 0)),
+                        src)
 
     def _normalise(self, op: Op) -> None:
         src = self._view(self._activations()[0])
@@ -498,15 +672,17 @@ class _Importer:
         if kind is None:
             raise self.fail(f"concatenation along axis {axis} of {list(views[0].dims)} is "
                             f"neither the channel nor the height / token axis; see {DOCS}")
-        if len(views) == 1:
+        if len(views) == 1 and self.marker != Marker.CONCAT_COPY:
             self._alias(views[0])
             return
         out = self.dims(self._out())
         view = View("", (*views[0].axes[:axis], axis_of(kind, out[axis]),
                          *views[0].axes[axis + 1:]))
         layer = Layer(self._layer_name(), Op.CONCAT, tuple(v.tensor for v in views),
-                      Shape(0, 0, 0), axis=kind)
-        self._add_layer(layer, view)
+                      Shape(0, 0, 0), axis=kind, copy=self.marker == Marker.CONCAT_COPY)
+        name = self._add_layer(layer, view)
+        if self.marker == Marker.IMPLICIT_CONCAT:
+            self.implicit[name] = view.renamed(name)
 
     def _unknown(self) -> None:
         """An operator mipsched does not know, taken as element-wise (the option is on)."""

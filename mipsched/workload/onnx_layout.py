@@ -23,6 +23,12 @@ CHANNEL = frozenset("cg")
 SPATIAL = frozenset("hw")
 BATCH = frozenset("n")
 LEAD = frozenset("ng")
+#: The natural layout of an ONNX tensor of each rank: the label of each axis (batch,
+#: channels / features, height / tokens, width). Network inputs are read this way, and
+#: mipsched writes every tensor this way.
+LAYOUTS = {4: "nchw", 3: "nhc", 2: "nc"}
+#: The labels of the IR axes 0 (C), 1 (H) and 2 (W), as in Layer.perm.
+IR_AXES = "chw"
 
 
 def axis_of(label: str, size: int) -> Axis:

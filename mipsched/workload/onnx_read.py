@@ -66,9 +66,10 @@ def _parse(path: Path) -> onnx.ModelProto:
         raise OnnxError("not an ONNX model (no graph nodes)")
     g = model.graph
     names = [*(v.name for v in (*g.input, *g.output, *g.value_info, *g.initializer)),
-             *(x for n in g.node for x in (n.name, n.op_type, n.domain, *n.input, *n.output))]
+             *(x for n in g.node for x in (n.name, n.op_type, n.domain, *n.input, *n.output)),
+             *(x for n in g.node for p in n.metadata_props for x in (p.key, p.value))]
     if any(not isinstance(name, str) for name in names):  # protobuf hands back bytes
-        raise OnnxError("a node or tensor name is not valid UTF-8")
+        raise OnnxError("a node or tensor name, or node metadata, is not valid UTF-8")
     return model
 
 

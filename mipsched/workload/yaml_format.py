@@ -24,7 +24,7 @@ from mipsched.yamlsrc import Dumper, Key, YamlDoc, parse_yaml
 FORMAT = "mipsched-workload"
 VERSION = 1
 _TOP_KEYS = ("format", "version", "name", "inputs", "layers", "outputs")
-_WINDOW = ("kernel", "stride", "padding", "dilation")
+_WINDOW = ("kernel", "stride", "padding", "padding_end", "dilation")
 #: Optional layer keys per op (besides name, op, inputs, out). `heads` is Layer.groups.
 _OP_KEYS: dict[Op, tuple[str, ...]] = {
     Op.CONV: (*_WINDOW, "groups"),
@@ -32,8 +32,13 @@ _OP_KEYS: dict[Op, tuple[str, ...]] = {
     Op.MAX_POOL: _WINDOW,
     Op.AVG_POOL: _WINDOW,
     Op.MATMUL_ACT: ("heads", "transpose_rhs"),
-    Op.CONCAT: ("axis",),
+    Op.CONCAT: ("axis", "copy"),
+    Op.TRANSPOSE: ("perm",),
 }
+#: The ops each optional layer key belongs to (for "applies to ... only" messages).
+_KEY_OPS: dict[str, tuple[str, ...]] = {
+    key: tuple(op.value for op, keys in _OP_KEYS.items() if key in keys)
+    for keys in _OP_KEYS.values() for key in keys}
 _DEFAULTS = Layer("", Op.ADD, (), Shape(1, 1, 1))
 _HEADER = ("# mipsched workload (docs/workload-yaml.md). Shapes are per sample, [C, H, W]"
            " (transformers:\n# [features, tokens, 1]); --batch and --elem-bytes set the "
@@ -46,7 +51,7 @@ def layer_dict(layer: Layer) -> dict[str, Any]:
     out: dict[str, Any] = {"name": layer.name, "op": layer.op.value,
                            "inputs": list(layer.inputs), "out": list(layer.out)}
     for key in _WINDOW:
-        if getattr(layer, key) != getattr(_DEFAULTS, key):
+        if getattr(layer, key) != _window_default(layer, key):
             out[key] = list(getattr(layer, key))
     if layer.op == Op.CONV and layer.groups != 1:
         out["groups"] = layer.groups
@@ -55,7 +60,17 @@ def layer_dict(layer: Layer) -> dict[str, Any]:
         out["transpose_rhs"] = layer.transpose_rhs
     if layer.op == Op.CONCAT:
         out["axis"] = layer.axis
+        if layer.copy:
+            out["copy"] = True
+    if layer.op == Op.TRANSPOSE:
+        out["perm"] = list(layer.perm)
     return out
+
+
+def _window_default(layer: Layer, key: str) -> tuple[int, int]:
+    """The value a window key takes when the file leaves it out (`padding_end`: the
+    layer's `padding`)."""
+    return layer.padding if key == "padding_end" else getattr(_DEFAULTS, key)
 
 
 def workload_dict(workload: Workload) -> dict[str, Any]:
@@ -213,6 +228,7 @@ class _Reader:
             raise self.fail((*path, "op"), f"{what}unknown op {show(op_name)} (known: "
                                            f"{', '.join(o.value for o in Op)})")
         op = Op(op_name)
+        self.misplaced_keys(path, raw, op, what)
         self.check_keys(path, raw, ("name", "op", "inputs", "out", *_OP_KEYS.get(op, ())),
                         ("inputs", "out"), what)
         srcs = self.list((*path, "inputs"), raw["inputs"], what)
@@ -224,7 +240,7 @@ class _Reader:
         for key in _WINDOW:
             if key in raw:
                 params[key] = self.ints((*path, key), raw[key], 2,
-                                        0 if key == "padding" else 1, what)
+                                        0 if key.startswith("padding") else 1, what)
         for key in ("groups", "heads"):  # `heads` is the groups of a matmul_act
             if key in raw:
                 value = raw[key]
@@ -242,8 +258,31 @@ class _Reader:
                 raise self.fail((*path, "axis"), f"{what}axis: expected 'c' or 'h', got "
                                                  f"{show(raw['axis'])}")
             params["axis"] = raw["axis"]
+        if "copy" in raw:
+            if not isinstance(raw["copy"], bool):
+                raise self.fail((*path, "copy"), f"{what}copy: expected true/false, got "
+                                                 f"{show(raw['copy'])}")
+            params["copy"] = raw["copy"]
+        if "perm" in raw:
+            params["perm"] = self.perm((*path, "perm"), raw["perm"], what)
         out = Shape(*self.shape((*path, "out"), raw["out"], f"{what}out: "))
         return Layer(name, op, tuple(srcs), out, **params)
+
+    def misplaced_keys(self, path: tuple[Key, ...], raw: dict, op: Op, what: str) -> None:
+        """Errors on an optional key that belongs to other ops than `op`."""
+        for key in raw:
+            owners = _KEY_OPS.get(key, ()) if isinstance(key, str) else ()
+            if owners and op.value not in owners:
+                raise self.fail((*path, key), f"{what}key '{key}' applies to "
+                                              f"{', '.join(owners)} only, not to {op}")
+
+    def perm(self, path: tuple[Key, ...], value: Any, what: str) -> tuple[int, int, int]:
+        """A transpose's permutation of the axes 0 (C), 1 (H), 2 (W)."""
+        perm = self.ints(path, value, 3, 0, what)
+        if sorted(perm) != [0, 1, 2]:
+            raise self.fail(path, f"{what}perm {show(value)}: expected a permutation of "
+                                  "0 (C), 1 (H), 2 (W)")
+        return perm
 
     def unique_names(self, inputs: dict[str, Shape], layers: list[Layer]) -> dict[str, int]:
         """Index of each layer in the file; errors on duplicate names."""
