@@ -47,8 +47,12 @@ class Evaluation:
     edp: float
     """energy_pj x latency_cycles (pJ x cycles)."""
     utilization: float | None
-    """Network ops (2 per MAC) / (peak ops per cycle (2 per MAC unit) x latency), SoMa
-    Fig. 6; None when the program carries no workload totals."""
+    """SoMa's utilisation (paper Fig. 6, the reference's "Real Util"): Σ over layers of
+    the layer's ideal time on its own unit (WorkloadTotals.unit_cycles) / latency; None
+    when the program does not carry it."""
+    mac_utilization: float | None
+    """Network MACs / (MACs per cycle x latency): the PE array's share of busy cycles;
+    None when the program carries no workload totals."""
     peak_buffer_bytes: int
     avg_buffer_bytes: float
     """Buffer occupancy weighted by tile compute time (SoMa Fig. 6)."""
@@ -189,13 +193,13 @@ def evaluate(program: TileProgram, dlsa: Dlsa, check: bool = True) -> Evaluation
     compute = program.compute_cycles
     weighted = sum(map(operator.mul, occupancy[1:], program.tile_cycles))
     energy = program.energy_pj + program.static_pj_per_cycle * lat
-    util = utilization(program, lat)
     dram_cycles = program.dram_cycles
     return Evaluation(
         latency_cycles=lat,
         energy_pj=energy,
         edp=energy * lat,
-        utilization=util,
+        utilization=utilization(program, lat),
+        mac_utilization=mac_utilization(program, lat),
         peak_buffer_bytes=peak,
         avg_buffer_bytes=weighted / compute if compute else 0.0,
         dram_bytes=program.dram_bytes,
@@ -209,6 +213,15 @@ def evaluate(program: TileProgram, dlsa: Dlsa, check: bool = True) -> Evaluation
 
 
 def utilization(program: TileProgram, latency_cycles: int) -> float | None:
+    """SoMa's utilisation: Σ of every layer's ideal time on its own unit (cycles) /
+    latency; None when the program does not carry that sum."""
+    totals = program.totals
+    if totals is None or totals.unit_cycles is None or latency_cycles <= 0:
+        return None
+    return totals.unit_cycles / latency_cycles
+
+
+def mac_utilization(program: TileProgram, latency_cycles: int) -> float | None:
     """Network ops (2 per MAC) / (peak ops per cycle x latency); None without totals."""
     totals = program.totals
     if totals is None or latency_cycles <= 0:
@@ -218,6 +231,13 @@ def utilization(program: TileProgram, latency_cycles: int) -> float | None:
 
 def _raise_deadlock(program: TileProgram, order: Sequence[int], p: int, waiting: int,
                     need: Sequence[int]) -> None:
+    raise deadlock_error(program, order, p, waiting, need)
+
+
+def deadlock_error(program: TileProgram, order: Sequence[int], p: int, waiting: int,
+                   need: Sequence[int]) -> DeadlockError:
+    """The error of a replay in which tensor `waiting` waits for tile p, which waits for a
+    transfer ordered behind it (`need`: the tile waiting for each tensor)."""
     pos = {tid: k for k, tid in enumerate(order)}
     blocked = min((i for i in range(len(need)) if need[i] == p and pos[i] > pos[waiting]),
                   key=lambda i: pos[i], default=None)
@@ -227,4 +247,4 @@ def _raise_deadlock(program: TileProgram, order: Sequence[int], p: int, waiting:
     if blocked is not None:
         msg += (f", but tile {p} needs {describe_tensor(program.tensors[blocked])}, "
                 "which is ordered after it")
-    raise DeadlockError(msg)
+    return DeadlockError(msg)

@@ -144,12 +144,21 @@ def test_element_size_doubles_traffic_and_round_trips(tmp_path: Path) -> None:
 
 
 def test_auto_is_the_default_and_certifies_its_models(tmp_path: Path) -> None:
-    result = run("solve", "chain3", "--time-limit", "20", "--workers", "1", "--out",
-                 str(tmp_path), "--json")
+    default = run("solve", "chain3", "--workers", "1", "--out", str(tmp_path / "d"),
+                  "--json")
+    assert default.exit_code == 0, default.output
+    cert = json.loads((tmp_path / "d" / "certificate.json").read_text())
+    assert (cert["method"], cert["gap_target"], cert["time_limit_s"]) == ("auto", 0.01, 60)
+    assert (cert["stopped_by"] == "gap") == (cert["gap"] <= 0.01)
+    assert cert["trail"][-1]["latency_cycles"] == cert["incumbent"]["latency_cycles"]
+
+    result = run("solve", "chain3", "--time-limit", "20", "--gap", "0", "--workers", "1",
+                 "--out", str(tmp_path), "--json")
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["method"] == "auto"
     cert = json.loads((tmp_path / "certificate.json").read_text())
+    assert cert["gap_target"] == 0 and cert["stopped_by"] in ("search_end", "time_limit")
     assert {m["model"] for m in cert["models"]} == {"lfa", "dlsa"}
     assert cert["models"][0]["status"] in ("optimal", "feasible")
     assert out["latency_cycles"] >= out["lower_bound_cycles"]

@@ -1,20 +1,31 @@
 """The SA's hot paths against plain restatements of their rules: lowering's on-chip bytes
-and DRAM tensors, the DLSA search's incremental state, and the per-round figures of
-run_sa."""
+and DRAM tensors, stage 1's evaluation from placed segments (resumed from the LFA a move
+came from), the DLSA search's incremental state and replay, the per-round figures of
+run_sa, and one worker's schedules against the search run on the plain evaluator."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 import random
+import sys
+from types import SimpleNamespace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mipsched.evaluate import buffer_profile, latency
-from mipsched.heuristics.common import SearchOptions
-from mipsched.heuristics.dlsa_search import _State
-from mipsched.heuristics.soma_sa import SaSettings, run_sa, soma_sa
+from mipsched.heuristics import sa_stages
+from mipsched.heuristics import soma_sa as soma_sa_module
+from mipsched.heuristics.common import SearchOptions, evaluate_lfa
+from mipsched.heuristics.dlsa_state import DlsaState
+from mipsched.heuristics.lfa_moves import propose
+from mipsched.heuristics.soma_sa import SaRun, SaSettings, run_sa, soma_sa
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
+from mipsched.schedule.default_eval import DefaultEvaluator
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa
 from mipsched.schedule.tile_program import TensorKind, TileProgram
@@ -118,7 +129,7 @@ def test_dlsa_search_state_tracks_the_evaluator(seed: int, n: int) -> None:
     wl = random_dag(seed, n_layers=n)
     rng = random.Random(seed)
     program = Lowerer(wl, EDGE).lower(random_lfa(wl, rng, tilings=(1, 2, 4)))
-    state = _State(program, random_dlsa(program, rng))
+    state = DlsaState(program, random_dlsa(program, rng))
     for _ in range(40):
         if not program.tensors:
             break
@@ -145,8 +156,8 @@ def test_run_sa_reports_every_round() -> None:
     without improvement, and add up to soma_sa's evaluations and best schedule."""
     lowerer = Lowerer(zoo.get("resblock"), EDGE)
     quick = SaSettings(lfa_factor=20, dlsa_factor=50)
-    run = run_sa(lowerer, SearchOptions(seed=2), quick)
-    result = soma_sa(lowerer, SearchOptions(seed=2), quick)
+    run = run_sa(lowerer, SearchOptions(seed=2, workers=1), quick)
+    result = soma_sa(lowerer, SearchOptions(seed=2, workers=1), quick)
     assert result.best.dlsa == run.best.stage2.dlsa and result.best.lfa == run.best.stage1.lfa
     assert result.evaluations == run.evaluations
     step = int(quick.allocator_step * run.rounds[0].stage1.evaluation.peak_buffer_bytes)
@@ -162,3 +173,115 @@ def test_run_sa_reports_every_round() -> None:
         assert r.stage1.evaluation.peak_buffer_bytes <= r.limit_bytes
         assert r.stage1_cpu_s >= 0 and r.stage2_cpu_s >= 0
     assert default_dlsa(run.best.stage1.program) == run.best.stage1.dlsa
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 9), batch=st.sampled_from([1, 2]))
+def test_stage1_evaluation_equals_lowering_and_the_evaluator(seed: int, n: int,
+                                                             batch: int) -> None:
+    """Along a random walk of stage-1 moves (each evaluated from the figures of the LFA it
+    came from, as stage 1 does), latency, energy (static power included) and peak buffer
+    equal those of the lowered program under its default DLSA, bit for bit, and an LFA
+    is refused exactly when it cannot be lowered or overflows the limit."""
+    wl = random_dag(seed, n_layers=n, batch=batch)
+    lowerer = Lowerer(wl, dataclasses.replace(EDGE, static_pj_per_cycle=0.3 * (seed % 2)))
+    evaluator = DefaultEvaluator(lowerer)
+    rng = random.Random(seed)
+    lfa = random_lfa(wl, rng, tilings=(1, 2, 4))
+    figures = evaluator.evaluate(lfa, sys.maxsize)
+    again = evaluator.evaluate(lfa, sys.maxsize, figures)
+    assert (again.latency_cycles, again.energy_pj, again.peak_buffer_bytes) == (
+        figures.latency_cycles, figures.energy_pj, figures.peak_buffer_bytes)
+    for _ in range(60):
+        new = propose(lfa, wl.graph, rng)
+        if new is None:
+            continue
+        limit = rng.choice([sys.maxsize, EDGE.gbuf.capacity_bytes, 1_000_000])
+        got = evaluator.evaluate(new, limit, figures)
+        want = evaluate_lfa(lowerer, new, limit)
+        assert (got is None) == (want is None)
+        if want is not None:
+            ev = want.evaluation
+            assert (got.latency_cycles, got.energy_pj, got.peak_buffer_bytes) == (
+                ev.latency_cycles, ev.energy_pj, ev.peak_buffer_bytes)
+            if rng.random() < 0.6:
+                lfa, figures = new, got
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 8))
+def test_incremental_replay_equals_the_evaluator_on_every_accepted_state(seed: int,
+                                                                         n: int) -> None:
+    """Driven as stage 2 drives it (a move, the latency, then keep it or undo it and
+    discard the replay), the state's latency equals evaluate.latency after every step."""
+    wl = random_dag(seed, n_layers=n)
+    rng = random.Random(seed)
+    program = Lowerer(wl, EDGE).lower(random_lfa(wl, rng, tilings=(1, 2, 4)))
+    state = DlsaState(program, default_dlsa(program))
+    tensors = program.tensors
+    for _ in range(150 if tensors else 0):
+        i = rng.randrange(len(tensors))
+        t = tensors[i]
+        if rng.random() < 0.5:
+            places, k = state.order_places(i)
+            if not places:
+                continue
+            q = rng.choice(places)
+            state.move(i, k, q)
+            undo = (state.move, (i, q, k))
+        else:
+            old = state.living[i]
+            free = rng.randint(t.lo, t.hi)
+            if free == t.free_end(old) or not state.valid_free_end(i, free) or \
+                    not state.set_living(i, t.living(free)):
+                continue
+            undo = (state.set_living, (i, old))
+        assert state.latency() == latency(program, state.dlsa())
+        if rng.random() < 0.5:
+            undo[0](*undo[1])
+            state.discard()
+            assert state.latency() == latency(program, state.dlsa())
+        assert state.occupancy == buffer_profile(program, state.dlsa())
+
+
+class _PlainEvaluator:
+    """Stage 1 on the plain path: every LFA lowered and evaluated from scratch."""
+
+    def __init__(self, lowerer: Lowerer) -> None:
+        self.lowerer = lowerer
+
+    def evaluate(self, lfa: Lfa, limit: int | None = None, previous: object = None
+                 ) -> SimpleNamespace | None:
+        found = evaluate_lfa(self.lowerer, lfa, limit)
+        return None if found is None else SimpleNamespace(
+            latency_cycles=found.evaluation.latency_cycles,
+            energy_pj=found.evaluation.energy_pj)
+
+
+def _plain_latency(state: DlsaState) -> int:
+    return latency(state.program, state.dlsa())
+
+
+def _digest(run: SaRun) -> str:
+    text = json.dumps([[r.stage2.lfa.to_json(), r.stage2.dlsa.to_json()] for r in run.rounds])
+    return hashlib.sha1(text.encode()).hexdigest()[:12]
+
+
+@pytest.mark.parametrize(("name", "batch", "digest"), [
+    ("chain5", 1, "f92ee1b4e2f2"), ("resblock", 2, "f4c66566826e"),
+    ("resblock", 1, "b60b2602655d")])
+def test_one_worker_finds_the_schedules_of_the_plain_search(
+        name: str, batch: int, digest: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one worker, every round's schedules are those of the same search with stage 1
+    lowering every LFA and stage 2 replaying every DLSA from scratch, and those the
+    search found before it was made incremental (the digests)."""
+    quick = SaSettings(lfa_factor=20, dlsa_factor=50)
+    options = SearchOptions(seed=3, workers=1)
+    wl = zoo.get(name, batch)
+    fast = run_sa(Lowerer(wl, EDGE), options, quick)
+    monkeypatch.setattr(sa_stages, "DefaultEvaluator", _PlainEvaluator)
+    monkeypatch.setattr(soma_sa_module, "DefaultEvaluator", _PlainEvaluator)
+    monkeypatch.setattr(DlsaState, "latency", _plain_latency)
+    monkeypatch.setattr(DlsaState, "discard", lambda self: None)
+    plain = run_sa(Lowerer(wl, EDGE), options, quick)
+    assert _digest(fast) == _digest(plain) == digest

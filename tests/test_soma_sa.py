@@ -192,15 +192,15 @@ def test_the_single_flg_start_is_the_cheapest_fitting_power_of_two_tiling(
 
 
 def test_stage1_starts_from_the_single_flg_schedule_where_it_is_cheaper() -> None:
-    """randwire_small/edge/b16: its 5.6 MB of weights fit, and one FLG of one sample per
-    tile (4.5 M cycles) beats the unfused start (29 M); resnet50/edge/b16 has no single
-    FLG that fits, so stage 1 starts unfused as in SoMa."""
+    """randwire_small/edge/b16 (the reference's 85-layer RandWire): its 7.6 MB of weights
+    fit, and one FLG of one sample per tile (2.6 M cycles) beats the unfused start (9.8 M);
+    resnet50/edge/b16 has no single FLG that fits, so stage 1 starts unfused as in SoMa."""
     options = SearchOptions()
     lowerer = Lowerer(zoo.get("randwire_small", 16), EDGE)
     start = initial_lfa(lowerer, options, EDGE.gbuf.capacity_bytes)
     unfused = unfused_baseline(lowerer).best
     assert start.lfa.flc == () and start.lfa.tiling == (16,)
-    assert start.evaluation.latency_cycles < unfused.evaluation.latency_cycles / 5
+    assert start.evaluation.latency_cycles < unfused.evaluation.latency_cycles / 3
     sim = simulate(start.program, start.dlsa)
     assert sim.latency_cycles == start.evaluation.latency_cycles
     assert sim.peak_buffer_bytes <= EDGE.gbuf.capacity_bytes

@@ -25,10 +25,11 @@ later than the model says; so the optimum equals the best DLSA's latency.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 
 from mipsched.evaluate import evaluate, timeline
-from mipsched.formulations.solver import CpModel, SolveStatus, solve
+from mipsched.formulations.solver import CpModel, SolveStatus, solve, timed_out
 from mipsched.schedule.notation import Dlsa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
 
@@ -51,7 +52,10 @@ class DlsaSolution:
 class _Model:
     """The CP-SAT model of one tile program (optionally without some groups)."""
 
-    def __init__(self, program: TileProgram, groups: frozenset[str] = GROUPS) -> None:
+    def __init__(self, program: TileProgram, groups: frozenset[str] = GROUPS,
+                 deadline: float | None = None) -> None:
+        """Raises TimeoutError when building passes `deadline` (time.perf_counter()
+        seconds): a model of WHOLE_MODEL_LITERALS literals takes about half a second."""
         self.program = program
         self.ranges = [(t.lo, t.hi) for t in program.tensors]
         self.model = m = CpModel()
@@ -71,6 +75,8 @@ class _Model:
                                                              f"x{i}")
                               for i, t in enumerate(tensors)])
         for i, t in enumerate(tensors):
+            if deadline is not None and time.perf_counter() > deadline:
+                raise TimeoutError("the DLSA model was not built in time")
             lo, hi = self.ranges[i]
             lits = {tt: m.new_bool_var(f"f{i}_{tt}") for tt in range(lo, hi)}
             for tt in range(lo, hi - 1):
@@ -173,20 +179,31 @@ def add_buffer_limits(m: CpModel, program: TileProgram, ranges: list[tuple[int, 
 def solve_dlsa(program: TileProgram, hint: Dlsa | None = None,
                time_limit: float | None = None, workers: int | None = None, seed: int = 0,
                groups: frozenset[str] = GROUPS, stop: threading.Event | None = None,
-               below: int | None = None) -> DlsaSolution:
+               below: int | None = None, target: int | None = None) -> DlsaSolution:
     """The best DLSA of `program` the model finds within the limit (or until `stop` is
     set); never worse than `hint` (which must be valid). With every group enabled and
     status optimal, it is the best DLSA there is. With `below` (cycles), only DLSAs
     faster than that are sought: status infeasible then proves there is none (bound =
-    `below`), usually much sooner than an optimum would be proven."""
-    model = _Model(program, groups)
-    if below is not None:
-        model.model.add(model.makespan <= below - 1)
-    hint_latency = None
-    if hint is not None:
-        model.hint(hint)
-        hint_latency = evaluate(program, hint).latency_cycles
-    status, solution = solve(model.model, time_limit, workers, seed, stop)
+    `below`), usually much sooner than an optimum would be proven. `time_limit`
+    (seconds) covers building the model too (status "unknown" when that alone takes
+    it); with `target` (cycles) the search ends at the first DLSA of at most that
+    latency."""
+    started = time.perf_counter()
+    deadline = None if time_limit is None else started + time_limit
+    hint_latency = None if hint is None else evaluate(program, hint).latency_cycles
+    try:
+        model = _Model(program, groups, deadline)
+        if below is not None:
+            model.model.add(model.makespan <= below - 1)
+        if hint is not None:
+            model.hint(hint)
+    except TimeoutError:
+        return DlsaSolution(hint, hint_latency, timed_out(started), None)
+    left = None if deadline is None else deadline - time.perf_counter()
+    if left is not None and left <= 0:
+        return DlsaSolution(hint, hint_latency, timed_out(started), None)
+    good_enough = None if target is None else (lambda sol: sol.objective <= target)
+    status, solution = solve(model.model, left, workers, seed, stop, good_enough)
     dlsa = latency = None
     if status.has_solution:
         dlsa = model.decode(solution)

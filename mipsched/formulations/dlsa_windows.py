@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from mipsched.evaluate import Timeline, buffer_profile, evaluate, timeline
 from mipsched.formulations.dlsa import add_buffer_limits, solve_dlsa, whole_model_fits
-from mipsched.formulations.solver import CpModel, SolveStatus, solve
+from mipsched.formulations.solver import CpModel, SolveStatus, solve, timed_out
 from mipsched.schedule.notation import Dlsa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
 
@@ -274,11 +274,13 @@ class WindowModel:
 def solve_window(program: TileProgram, incumbent: Dlsa, w0: int, w1: int,
                  settings: WindowSettings, time_limit: float | None = None,
                  workers: int | None = None, seed: int = 0,
-                 stop: threading.Event | None = None
+                 stop: threading.Event | None = None, target: int | None = None
                  ) -> tuple[Dlsa, int, SolveStatus | None]:
     """The best DLSA that agrees with `incumbent` outside tiles [w0, w1), its latency, and
     the solver's status (None: the window holds no transfer, nothing to decide). Never
-    worse than `incumbent`."""
+    worse than `incumbent`. `time_limit` (seconds) covers building the model too; with
+    `target` (cycles) the search ends at the first DLSA of at most that latency."""
+    started = time.perf_counter()
     times, tail = timeline(program, incumbent), tails(program, incumbent)
     window = cut(program, incumbent, times, tail, w0, w1)
     best_latency = times.makespan
@@ -286,7 +288,11 @@ def solve_window(program: TileProgram, incumbent: Dlsa, w0: int, w1: int,
         return incumbent, best_latency, None
     model = WindowModel(program, incumbent, times, tail, window, settings.reach)
     model.hint()
-    status, solution = solve(model.model, time_limit, workers, seed, stop)
+    left = None if time_limit is None else time_limit - (time.perf_counter() - started)
+    if left is not None and left <= 0:
+        return incumbent, best_latency, timed_out(started)
+    good_enough = None if target is None else (lambda sol: sol.objective <= target)
+    status, solution = solve(model.model, left, workers, seed, stop, good_enough)
     if status.has_solution:
         candidate = model.decode(solution)
         try:
@@ -330,14 +336,17 @@ WINDOW_SHARE = 0.5
 def improve_dlsa(program: TileProgram, incumbent: Dlsa, time_limit: float | None = None,
                  workers: int | None = None, seed: int = 0,
                  settings: WindowSettings | None = None,
-                 stop: threading.Event | None = None) -> DlsaImprovement:
+                 stop: threading.Event | None = None,
+                 target: int | None = None) -> DlsaImprovement:
     """Sliding windows (see WindowSettings), pass after pass until a pass improves
     nothing; then, when the program is small enough, the model of the whole program
-    (exact, with a proven bound) from their result. Ends early when time runs out or
-    `stop` is set; never worse than the incumbent."""
+    (exact, with a proven bound) from their result. Ends early when time runs out
+    (`time_limit` in seconds, building the models included), `stop` is set or the
+    latency reaches `target` (cycles); never worse than the incumbent."""
     settings = settings or WindowSettings()
     stop = stop or threading.Event()
     started = time.perf_counter()
+    deadline = None if time_limit is None else started + time_limit
     whole = whole_model_fits(program)
     one_window = (program.n_tiles <= settings.tiles
                   and len(program.tensors) <= settings.transfers)
@@ -345,36 +354,42 @@ def improve_dlsa(program: TileProgram, incumbent: Dlsa, time_limit: float | None
     best, best_latency = incumbent, evaluate(program, incumbent).latency_cycles
     if not (whole and one_window):
         share = WINDOW_SHARE if whole else 1.0
-        deadline = None if time_limit is None else started + share * time_limit
-        best, best_latency = _slide(program, best, best_latency, deadline, workers, seed,
-                                    settings, stop, runs)
-    if not whole or stop.is_set():
+        slide_end = None if time_limit is None else started + share * time_limit
+        best, best_latency = _slide(program, best, best_latency, slide_end, workers, seed,
+                                    settings, stop, runs, target)
+    reached = target is not None and best_latency <= target
+    if not whole or stop.is_set() or reached:
         return DlsaImprovement(best, best_latency, runs, None)
-    left = None if time_limit is None else max(time_limit - (time.perf_counter() - started),
-                                               0.0)
-    result = solve_dlsa(program, best, left, workers, seed, stop=stop)
+    left = None if deadline is None else deadline - time.perf_counter()
+    if left is not None and left <= 0:
+        return DlsaImprovement(best, best_latency, runs, None)
+    result = solve_dlsa(program, best, left, workers, seed, stop=stop, target=target)
     runs.append(("whole", result.status))
     return DlsaImprovement(result.dlsa, result.latency_cycles, runs, result.lower_bound)
 
 
 def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float | None,
            workers: int | None, seed: int, settings: WindowSettings, stop: threading.Event,
-           runs: list[tuple[str, SolveStatus]]) -> tuple[Dlsa, int]:
-    """Window passes over the program (appending each run to `runs`): the best DLSA and
-    its latency."""
+           runs: list[tuple[str, SolveStatus]], target: int | None = None
+           ) -> tuple[Dlsa, int]:
+    """Window passes over the program (appending each run to `runs`) until one improves
+    nothing, the deadline (time.perf_counter() seconds) passes, `stop` is set or the
+    latency reaches `target` (cycles): the best DLSA and its latency."""
     n = program.n_tiles
     improved = True
     while improved:
         improved = False
         w0 = 0
         while w0 < n:
+            if stop.is_set() or (target is not None and best_latency <= target):
+                return best, best_latency
+            w1 = window_end(program, best, w0, settings)
             left = None if deadline is None else deadline - time.perf_counter()
-            if (left is not None and left <= 0) or stop.is_set():
+            if left is not None and left <= 0:
                 return best, best_latency
             budget = settings.seconds if left is None else min(settings.seconds, left)
-            w1 = window_end(program, best, w0, settings)
             best, latency, status = solve_window(program, best, w0, w1, settings, budget,
-                                                 workers, seed, stop)
+                                                 workers, seed, stop, target)
             if status is not None:
                 runs.append(("window", status))
             if latency < best_latency:

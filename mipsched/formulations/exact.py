@@ -99,7 +99,9 @@ class _Search:
 
     def __init__(self, lowerer: Lowerer, incumbent: Candidate | None,
                  deadline: float | None, workers: int | None, seed: int,
-                 stop: threading.Event | None) -> None:
+                 stop: threading.Event | None, target: int | None = None,
+                 on_better: Callable[[Candidate], None] | None = None) -> None:
+        self.target, self.on_better = target, on_better
         self.lowerer = lowerer
         self.best = incumbent
         self.best_latency = (math.inf if incumbent is None
@@ -113,8 +115,11 @@ class _Search:
         latency (cycles) and their programs (None: too big to solve)."""
 
     def out_of_time(self) -> bool:
+        """Whether the search must end: the deadline passed, `stop` is set, or the
+        incumbent reached the target latency."""
         return (self.deadline is not None and time.perf_counter() > self.deadline) or (
-            self.stop is not None and self.stop.is_set())
+            self.stop is not None and self.stop.is_set()) or (
+            self.target is not None and self.best_latency <= self.target)
 
     def examine(self, lfa: Lfa) -> None:
         """Finds the best DLSA of `lfa` (if any fits and it may beat the incumbent)."""
@@ -134,7 +139,7 @@ class _Search:
         if not whole_model_fits(program):  # too big for the DLSA model: left open,
             self.too_big += 1                # its best constructed DLSA may still win
             self.unresolved.append((bound, lfa, None))
-            self._offer(lfa, program, *constructed_dlsa(program))
+            self._offer(lfa, program, *constructed_dlsa(program, self.deadline))
             return
         self.solved += 1
         self._solve(lfa, program, FIRST_SECONDS)
@@ -154,6 +159,8 @@ class _Search:
         if ev.fits and ev.latency_cycles < self.best_latency:
             self.best = Candidate(lfa, program, dlsa, ev)
             self.best_latency = ev.latency_cycles
+            if self.on_better is not None:
+                self.on_better(self.best)
 
     def revisit(self) -> None:
         """Solves the unresolved DLSAs again, least bound first, against the incumbent
@@ -174,23 +181,32 @@ class _Search:
 def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
                  time_limit: float | None = None, workers: int | None = None, seed: int = 0,
                  tilings: tuple[int, ...] | None = None, max_orders: int = MAX_ORDERS,
-                 stop: threading.Event | None = None) -> ExactResult:
+                 stop: threading.Event | None = None, target: int | None = None,
+                 on_better: Callable[[Candidate], None] | None = None) -> ExactResult:
     """Branch and bound over the LFAs of the space from `incumbent` (may be None); the
     returned schedule fits and is no slower than the incumbent. `tilings` defaults to
-    every power of two (`power_tilings`): all the tiling numbers mipsched's methods use."""
+    every power of two (`power_tilings`): all the tiling numbers mipsched's methods use.
+    `time_limit` (seconds) covers building the orders' models; the search also ends
+    once the incumbent has at most `target` cycles. `on_better` is called with every new
+    incumbent."""
     started = time.perf_counter()
     deadline = None if time_limit is None else started + time_limit
     wl = lowerer.workload
     tilings = tilings or power_tilings(wl)
     orders = list(itertools.islice(nx.all_topological_sorts(wl.graph), max_orders + 1))
     all_orders = len(orders) <= max_orders
-    search = _Search(lowerer, incumbent, deadline, workers, seed, stop)
+    search = _Search(lowerer, incumbent, deadline, workers, seed, stop, target, on_better)
     models = []
     shared: SegmentCache = {}
+    unbuilt = False  # an order whose model was not built in time: nothing is proven
     for order in orders[:max_orders]:
-        model = _relaxed_model(lowerer, tuple(order), tilings, shared=shared,
-                               upper=None if math.isinf(search.best_latency)
-                               else int(search.best_latency))
+        try:
+            model = _relaxed_model(lowerer, tuple(order), tilings, deadline, shared,
+                                   upper=None if math.isinf(search.best_latency)
+                                   else int(search.best_latency))
+        except TimeoutError:
+            unbuilt = True
+            break
         models.append((_least_bound(model, deadline, workers, seed, stop), len(models),
                        model))
     left = [_search_order(model, least, search)
@@ -198,12 +214,16 @@ def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
     search.revisit()
     lower_bound = min([search.best_latency, *left,
                        *(lower for lower, _, _ in search.unresolved)])
-    proven = all_orders and search.best is not None and lower_bound >= search.best_latency
+    if unbuilt:
+        lower_bound = 0.0
+    proven = (all_orders and not unbuilt and search.best is not None
+              and lower_bound >= search.best_latency)
     space = (f"{'all' if all_orders else f'the first {max_orders}'} computing orders x "
              f"every FLC and DRAM cut set x tiling numbers {list(tilings)} x every DLSA")
     return ExactResult(search.best, lower_bound, proven, min(len(orders), max_orders),
-                       all_orders, search.explored, search.no_fit, search.pruned,
-                       search.too_big, search.solved, time.perf_counter() - started, space)
+                       all_orders and not unbuilt, search.explored, search.no_fit,
+                       search.pruned, search.too_big, search.solved,
+                       time.perf_counter() - started, space)
 
 
 def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
@@ -254,6 +274,8 @@ def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
                               if seg.energy_pj <= upper_pj}
         model = SegmentModel(table, "energy", 0, n, None, unfused_tally(table),
                              GROUPS - {"buffer"})
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeoutError("the LFA energy model was not built in time")
         status, _ = solve(model.model, _run_seconds(deadline), workers, seed)
         if status.status == "infeasible":
             return math.inf
@@ -298,7 +320,8 @@ def _relaxed_model(lowerer: Lowerer, order: tuple[str, ...], tilings: tuple[int,
     shared with other orders' models through `shared`). With `upper` (cycles, at least
     the least bound over the whole space, e.g. the latency of a schedule in it), LFAs
     whose bound exceeds it are left out, first those with an FLG that alone computes
-    longer: the least bound is unchanged, the model smaller and its numbers tamer."""
+    longer: the least bound is unchanged, the model smaller and its numbers tamer.
+    Raises TimeoutError when building it passes `deadline` (time.perf_counter())."""
     n = len(order)
     if n > MAX_LAYERS:
         raise ValueError(f"the LFA relaxation takes nets of at most {MAX_LAYERS} layers, "
@@ -312,6 +335,8 @@ def _relaxed_model(lowerer: Lowerer, order: tuple[str, ...], tilings: tuple[int,
     model = SegmentModel(table, "ideal", 0, n, None, unfused_tally(table),
                          (GROUPS - {"buffer"}) | {"head_tail", "fit"}, upper)
     model.pin_ideal()
+    if deadline is not None and time.perf_counter() > deadline:
+        raise TimeoutError("the LFA bound model was not built in time")
     return model
 
 
@@ -371,7 +396,8 @@ def _best_dlsa(program: TileProgram, deadline: float | None, workers: int | None
     (the incumbent, cycles) matter; its evaluation; and, unless that is settled (the
     optimum found, or none faster than `below`), a lower bound on the program's latency
     (cycles)."""
-    sol = solve_dlsa(program, constructed_dlsa(program)[0], _run_seconds(deadline, seconds),
+    sol = solve_dlsa(program, constructed_dlsa(program, deadline)[0],
+                     _run_seconds(deadline, seconds),
                      workers, seed, stop=stop,
                      below=None if math.isinf(below) else int(below))
     assert sol.dlsa is not None  # never worse than its hint
@@ -380,15 +406,41 @@ def _best_dlsa(program: TileProgram, deadline: float | None, workers: int | None
     return sol.dlsa, evaluate(program, sol.dlsa), lower
 
 
-def constructed_dlsa(program: TileProgram) -> tuple[Dlsa, Evaluation]:
+#: Steps of prefetch_dlsa's walk (tiles a living duration is moved by) per second, on
+#: the bound `prefetch_steps` gives: measured 8 to 21 million on programs of 7,000 to
+#: 10,000 tiles (2 to 4 s each), so this is on the safe side.
+PREFETCH_STEPS_PER_SECOND = 5e6
+
+
+def prefetch_steps(program: TileProgram, start: Dlsa) -> int:
+    """An upper bound on the steps prefetch_dlsa(program, start) takes: every load's
+    Start moved to its earliest tile, every store's End to its latest."""
+    return sum(max(b - t.lo, 0) if t.is_load else max(t.hi - e, 0)
+               for t, (b, e) in zip(program.tensors, start.living, strict=True))
+
+
+def prefetch_affordable(program: TileProgram, start: Dlsa, deadline: float | None) -> bool:
+    """Whether prefetch_dlsa(program, start), which has no deadline of its own, surely
+    ends before `deadline` (time.perf_counter(); None: always)."""
+    return deadline is None or prefetch_steps(program, start) <= \
+        PREFETCH_STEPS_PER_SECOND * (deadline - time.perf_counter())
+
+
+def constructed_dlsa(program: TileProgram, deadline: float | None = None
+                     ) -> tuple[Dlsa, Evaluation]:
     """The fastest of the constructed DLSAs that fit (tight, default, and the prefetching
-    ones grown from each) of a program whose tight DLSA fits, with its evaluation."""
+    ones grown from each, those that surely end before `deadline`) of a program whose
+    tight DLSA fits, with its evaluation."""
     tight = tight_dlsa(program)
-    starts = [tight, prefetch_dlsa(program, tight)]
+    starts = [tight]
+    if prefetch_affordable(program, tight, deadline):
+        starts.append(prefetch_dlsa(program, tight))
     default = default_dlsa(program)
     default_ev = evaluate(program, default)
     if default_ev.fits:
-        starts += [default, prefetch_dlsa(program, default)]
+        starts.append(default)
+        if prefetch_affordable(program, default, deadline):
+            starts.append(prefetch_dlsa(program, default))
     evaluated = [(d, default_ev if d is default else evaluate(program, d)) for d in starts]
     return min(evaluated, key=lambda pair: pair[1].latency_cycles)
 

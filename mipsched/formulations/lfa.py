@@ -44,13 +44,13 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from fractions import Fraction
 
 import numpy as np
 
 from mipsched.evaluate import buffer_profile, evaluate
-from mipsched.formulations.solver import CpModel, IntVar, SolveStatus, solve
+from mipsched.formulations.solver import CpModel, IntVar, Solution, SolveStatus, solve
 from mipsched.heuristics.common import Candidate
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
@@ -867,8 +867,8 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
               window: tuple[int, int] | None = None, time_limit: float | None = None,
               workers: int | None = None, seed: int = 0, max_segment: int = 12,
               tilings: tuple[int, ...] = TILINGS, max_rounds: int = 200,
-              groups: frozenset[str] = GROUPS, stop: threading.Event | None = None
-              ) -> LfaSolution:
+              groups: frozenset[str] = GROUPS, stop: threading.Event | None = None,
+              target: int | None = None) -> LfaSolution:
     """The best LFA of `order` (default: the incumbent's order, else the workload's layer
     order) for `objective` ("ideal": max(compute cycles, DRAM cycles), as in its tile
     program;
@@ -878,9 +878,12 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
     in `tilings`, plus the incumbent's FLGs. With `window` = (w0, w1) (widened to the
     incumbent's FLG boundaries; needs an incumbent) only FLCs, DRAM cuts and tilings
     strictly inside it change. `time_limit` (seconds) bounds the whole call, including
-    the precomputation; each CP-SAT run gets what is left. Never worse than the
-    incumbent (returned when the model does not beat it under `objective`). The returned
-    LFA lowers and fits the buffer under the default DLSA."""
+    the precomputation and building the model (when that alone takes it, the incumbent
+    is returned with status None); each CP-SAT run gets what is left. With `target`
+    (cycles), the search ends at the first LFA whose schedule under the default DLSA has
+    at most that latency. Never worse than the incumbent (returned when the model does
+    not beat it under `objective`). The returned LFA lowers and fits the buffer under
+    the default DLSA."""
     started = time.perf_counter()
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, "
@@ -905,25 +908,36 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
             raise ScheduleError(f"LFA window {window} is empty")
     keys = [(i, j, t) for i in range(w0, w1) for j in range(i + 1, min(w1, i + max_segment)
                                                             + 1) for t in tilings]
-    inc_candidate = inc_tally = None
+    inc_candidate = inc_tally = inc_program = None
     if incumbent is not None:
-        lowerer.lower(incumbent)  # raises ScheduleError naming what is wrong with it
+        inc_program = lowerer.lower(incumbent)  # raises ScheduleError naming what is wrong
         inc_candidate = _fitting(lowerer, incumbent)[0]
         keys += flg_keys(incumbent)
-    table = SegmentTable(lowerer, order, keys)
-    if incumbent is not None:
-        inc_tally = table.tally(incumbent)
-    reference = inc_tally or unfused_tally(table)
-    model = SegmentModel(table, objective, w0, w1, incumbent, reference, groups)
-    if incumbent is not None:
-        model.hint(incumbent)
     deadline = None if time_limit is None else started + time_limit
+    try:
+        table = SegmentTable(lowerer, order, keys, deadline)
+        if incumbent is not None:
+            inc_tally = table.tally(incumbent)
+        reference = inc_tally or unfused_tally(table)
+        model = SegmentModel(table, objective, w0, w1, incumbent, reference, groups)
+        if incumbent is not None:
+            model.hint(incumbent)
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeoutError("the LFA model was not built in time")
+    except TimeoutError:  # the incumbent, with its program's figures (= the model's)
+        figures = ((None,) * 3 if inc_program is None else
+                   (inc_program.ideal_cycles, inc_program.dram_bytes,
+                    inc_program.compute_cycles))
+        return LfaSolution(incumbent, inc_candidate, *figures, None, 0, improved=False,
+                           window=(w0, w1), segments=0)
     status, found, runs, rounds = _rounds(model, deadline, max_rounds + 1, workers, seed,
-                                          stop)
+                                          stop, target)
     if found is None and status is not None and status.has_solution:
         status = dataclasses.replace(status, status="unknown")  # out of rounds or time
+    reached = found is not None and target is not None and \
+        found.candidate.evaluation.latency_cycles <= target
     if found is not None and objective == "ideal" and status is not None \
-            and status.status == "optimal":
+            and status.status == "optimal" and not reached:
         model.tie_break(found)
         _, better, _, more_rounds = _rounds(model, deadline, max_rounds + 1 - runs, workers,
                                             seed, stop)
@@ -957,20 +971,22 @@ class _Found:
 
 
 def _rounds(model: SegmentModel, deadline: float | None, runs: int, workers: int | None,
-            seed: int, stop: threading.Event | None = None
+            seed: int, stop: threading.Event | None = None, target: int | None = None
             ) -> tuple[SolveStatus | None, _Found | None, int, int]:
     """Solves the model until a decoded LFA fits, adding no-good cuts for those that
-    do not, in at most `runs` CP-SAT runs. Returns the last status, the LFA found, the
+    do not, in at most `runs` CP-SAT runs (each ends early at an LFA whose default-DLSA
+    latency is at most `target` cycles). Returns the last status, the LFA found, the
     runs made and the rounds of cuts added."""
     lowerer = model.table.lowerer
     status = None
     done = rounds = 0
+    good_enough = None if target is None else _reaches(model, target)
     while done < runs:
         left = None if deadline is None else deadline - time.perf_counter()
         if left is not None and left <= 0:
             break
         done += 1
-        status, solution = solve(model.model, left, workers, seed, stop)
+        status, solution = solve(model.model, left, workers, seed, stop, good_enough)
         if not status.has_solution:
             break
         lfa, keys = model.decode(solution)
@@ -987,6 +1003,20 @@ def _rounds(model: SegmentModel, deadline: float | None, runs: int, workers: int
         for clause in _no_goods(model, lfa, keys, program):
             model.exclude(clause)
     return status, None, done, rounds
+
+
+def _reaches(model: SegmentModel, target: int) -> Callable[[Solution], bool]:
+    """Whether a solution's LFA fits and has at most `target` cycles of latency under
+    the default DLSA (its model ideal, a lower bound on that latency, is checked
+    first)."""
+    def accept(solution: Solution) -> bool:
+        ideal = max(solution.value(model.compute), solution.value(model.dram_cycles))
+        if ideal > target:
+            return False
+        candidate = _fitting(model.table.lowerer, model.decode(solution)[0])[0]
+        return candidate is not None and candidate.evaluation.latency_cycles <= target
+
+    return accept
 
 
 def unfused_tally(table: SegmentTable) -> Tally:

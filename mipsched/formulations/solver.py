@@ -41,6 +41,12 @@ class SolveStatus:
         return self.status in ("optimal", "feasible")
 
 
+def timed_out(started: float) -> SolveStatus:
+    """The status of a model whose building used up its time (no CP-SAT run):
+    "unknown", with the seconds since `started` (time.perf_counter())."""
+    return SolveStatus("unknown", None, None, time.perf_counter() - started, 0)
+
+
 def default_workers() -> int:
     return max(1, os.cpu_count() or 1)
 
@@ -57,13 +63,21 @@ class Solution:
     def boolean(self, literal) -> bool:
         return bool(self._solver.boolean_value(literal))
 
+    @property
+    def objective(self) -> float:
+        """The objective value of the solution (model units)."""
+        return float(self._solver.objective_value)
+
 
 def solve(model: cp_model.CpModel, time_limit: float | None, workers: int | None = None,
-          seed: int = 0, stop: threading.Event | None = None
+          seed: int = 0, stop: threading.Event | None = None,
+          good_enough: Callable[[Solution], bool] | None = None
           ) -> tuple[SolveStatus, Solution]:
-    """Solves `model` (which carries its objective and hints). Ctrl-C (main thread) or
-    `stop` ends the search with its best so far; Ctrl-C also sets `stop`, so that the
-    caller's loop ends too."""
+    """Solves `model` (which carries its objective and hints) for at most `time_limit`
+    seconds. Ctrl-C (main thread) or `stop` ends the search with its best so far; Ctrl-C
+    also sets `stop`, so that the caller's loop ends too. `good_enough`: called on every
+    improving solution; the search ends at the first one it accepts (e.g. a makespan that
+    reaches the certified-gap target)."""
     solver = cp_model.CpSolver()
     threads = workers or default_workers()
     solver.parameters.num_workers = threads
@@ -72,7 +86,8 @@ def solve(model: cp_model.CpModel, time_limit: float | None, workers: int | None
         solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
     started = time.perf_counter()
     stop = stop or threading.Event()
-    code = _run(solver, lambda: solver.solve(model), stop)
+    callback = None if good_enough is None else _StopWhen(good_enough)
+    code = _run(solver, lambda: solver.solve(model, callback), stop)
     elapsed = time.perf_counter() - started
     status = _STATUS.get(code, "unknown")
     has = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -114,6 +129,18 @@ class _Reader(Solution):
 
     def __init__(self, callback: cp_model.CpSolverSolutionCallback) -> None:
         self._solver = callback
+
+
+class _StopWhen(cp_model.CpSolverSolutionCallback):
+    """Ends the search at the first solution `accept` takes."""
+
+    def __init__(self, accept: Callable[[Solution], bool]) -> None:
+        super().__init__()
+        self._accept = accept
+
+    def on_solution_callback(self) -> None:
+        if self._accept(_Reader(self)):
+            self.stop_search()
 
 
 class _Enumerator(cp_model.CpSolverSolutionCallback):

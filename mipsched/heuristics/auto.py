@@ -8,11 +8,14 @@
 - exact: SA for a share of the budget as the incumbent, then the exact branch and bound
   over LFAs (formulations.exact, nets of at most MAX_LAYERS layers); its certified bound
   is reported with the schedule.
-Every CP-SAT model solved is reported (scope, status, objective, bound, time).
+Every CP-SAT model solved is reported (scope, status, objective, bound, time). Each
+pipeline stops as soon as its best schedule reaches `SearchOptions.target_latency` (the
+certified-gap target `solve` sets) and offers every new best to `SearchOptions.trail`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any
@@ -37,9 +40,27 @@ MODEL_SECONDS = 30.0
 
 
 def _left(deadline: float | None, share_of_rest: float = 1.0) -> float:
+    """Seconds to the deadline (time.perf_counter()) times `share_of_rest`; MODEL_SECONDS
+    without a deadline."""
     if deadline is None:
         return MODEL_SECONDS
     return max(deadline - time.perf_counter(), 0.0) * share_of_rest
+
+
+def _limited(options: SearchOptions, seconds: float | None) -> SearchOptions:
+    """`options` for a sub-search of at most `seconds` (None: no limit)."""
+    return dataclasses.replace(options, time_limit=seconds)
+
+
+def offer(options: SearchOptions, cand: Candidate) -> None:
+    """Records `cand` in the run's trail (if any) as a schedule found now."""
+    if options.trail is not None:
+        options.trail.offer(cand.evaluation.latency_cycles,
+                            options.objective.cost(cand.evaluation))
+
+
+def _reached(options: SearchOptions, cand: Candidate) -> bool:
+    return options.reached(cand.evaluation.latency_cycles)
 
 
 def _lfa_step(lowerer: Lowerer, incumbent: Candidate, options: SearchOptions,
@@ -49,34 +70,41 @@ def _lfa_step(lowerer: Lowerer, incumbent: Candidate, options: SearchOptions,
         return None
     sol = solve_lfa(lowerer, incumbent=incumbent.lfa, objective="ideal",
                     time_limit=seconds, workers=options.workers, seed=options.seed,
-                    stop=options.stop)
+                    stop=options.stop, target=options.target_latency)
     s = sol.status
     models.append({"model": "lfa", "scope": "window" if sol.window != (
         0, len(lowerer.workload.layers)) else "whole", "status": s.status if s else "unknown",
         "objective": sol.model_ideal, "bound": s.bound if s else None,
         "wall_seconds": s.wall_seconds if s else 0.0, "workers": s.workers if s else 0})
-    return sol.candidate if sol.improved and sol.candidate is not None else None
+    if sol.improved and sol.candidate is not None:
+        offer(options, sol.candidate)
+        return sol.candidate
+    return None
 
 
 def _dlsa_step(cand: Candidate, options: SearchOptions, seconds: float,
                models: list[dict[str, Any]]) -> Candidate:
     """`cand` with the DLSA model's best DLSA for its LFA (never worse)."""
-    if seconds <= 0 or options.stop.is_set():
+    if seconds <= 0 or options.stop.is_set() or _reached(options, cand):
         return cand
     result = improve_dlsa(cand.program, cand.dlsa, seconds, options.workers, options.seed,
-                          options.windows, options.stop)
+                          options.windows, options.stop, options.target_latency)
     models.extend(result.records())
     if result.latency_cycles < cand.evaluation.latency_cycles:
-        return Candidate(cand.lfa, cand.program, result.dlsa,
-                         evaluate(cand.program, result.dlsa))
+        better = Candidate(cand.lfa, cand.program, result.dlsa,
+                           evaluate(cand.program, result.dlsa))
+        offer(options, better)
+        return better
     return cand
 
 
 def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     deadline = options.deadline()
     sa_limit = None if options.time_limit is None else SA_SHARE * options.time_limit
-    sa = soma_sa(lowerer, SearchOptions(options.seed, sa_limit, options.objective,
-                                        options.workers, options.stop))
+    sa = soma_sa(lowerer, _limited(options, sa_limit))
+    offer(options, sa.best)
+    if _reached(options, sa.best):  # the certified-gap target: no model needed
+        return sa
     return refine(lowerer, sa, options, deadline)
 
 
@@ -84,14 +112,14 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
            deadline: float | None) -> MethodResult:
     """auto after its SA run: the LFA model, then the DLSA model on the finalists; never
     worse than `sa` under the objective. Without a deadline each model gets
-    MODEL_SECONDS."""
+    MODEL_SECONDS. Stops once a schedule reaches `options.target_latency`."""
     models: list[dict[str, Any]] = []
     lfa_limit = (MODEL_SECONDS if deadline is None or options.time_limit is None
                  else LFA_SHARE * options.time_limit)
     from_lfa = _lfa_step(lowerer, sa.best, options, min(lfa_limit, _left(deadline)), models)
-    finalists = [_dlsa_step(sa.best, options, _left(deadline, 0.5 if from_lfa else 1.0),
-                            models)]
-    if from_lfa is not None:
+    first = _dlsa_step(sa.best, options, _left(deadline, 0.5 if from_lfa else 1.0), models)
+    finalists = [first]
+    if from_lfa is not None and not _reached(options, first):
         finalists.append(_dlsa_step(from_lfa, options, _left(deadline), models))
     best = min(finalists, key=lambda c: options.objective.cost(c.evaluation))
     stages = dict(sa.stages) if best is sa.best else {**sa.stages, "cpsat": best}
@@ -101,9 +129,12 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
 def cpsat(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     deadline = options.deadline()
     start = unfused_baseline(lowerer).best
+    offer(options, start)
     models: list[dict[str, Any]] = []
-    lfa_limit = MODEL_SECONDS if deadline is None else _left(deadline, 0.5)
-    chosen = _lfa_step(lowerer, start, options, lfa_limit, models) or start
+    chosen = start
+    if not _reached(options, start):
+        lfa_limit = MODEL_SECONDS if deadline is None else _left(deadline, 0.5)
+        chosen = _lfa_step(lowerer, start, options, lfa_limit, models) or start
     best = _dlsa_step(chosen, options, _left(deadline), models)
     return MethodResult(best, {"lfa": chosen, "dlsa": best}, 0, models)
 
@@ -118,17 +149,21 @@ def exact(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     deadline = options.deadline()
     sa_limit = (EXACT_SA_SECONDS if options.time_limit is None
                 else EXACT_SA_SHARE * options.time_limit)
-    sa = soma_sa(lowerer, SearchOptions(options.seed, sa_limit, options.objective,
-                                        options.workers, options.stop))
-    if len(lowerer.workload.layers) > MAX_LAYERS:
+    sa = soma_sa(lowerer, _limited(options, sa_limit))
+    offer(options, sa.best)
+    skipped = (f"the branch and bound takes nets of at most {MAX_LAYERS} layers"
+               if len(lowerer.workload.layers) > MAX_LAYERS
+               else "sa reached the certified-gap target" if _reached(options, sa.best)
+               else None)
+    if skipped is not None:
         return MethodResult(sa.best, {"incumbent": sa.best}, sa.evaluations, [{
-            "model": "exact", "scope": "whole", "status": "skipped",
-            "reason": f"the branch and bound takes nets of at most {MAX_LAYERS} layers",
+            "model": "exact", "scope": "whole", "status": "skipped", "reason": skipped,
             "objective": sa.best.evaluation.latency_cycles, "bound": None,
             "wall_seconds": 0.0, "workers": options.workers}])
     left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
     result = exact_search(lowerer, sa.best, left, options.workers, options.seed,
-                          stop=options.stop)
+                          stop=options.stop, target=options.target_latency,
+                          on_better=lambda cand: offer(options, cand))
     best = result.best or sa.best
     status = "optimal" if result.proven else "feasible"
     models = [{"model": "exact", "scope": "whole", "status": status,

@@ -23,7 +23,7 @@ import random
 from dataclasses import dataclass
 
 from mipsched.heuristics.common import MethodResult, SearchOptions
-from mipsched.heuristics.partition import Cuts, Partitioner, past
+from mipsched.heuristics.partition import Cuts, Partitioner, past, record, search_end
 from mipsched.schedule.lowering import Lowerer
 
 
@@ -59,18 +59,25 @@ def cocco_ga(lowerer: Lowerer, options: SearchOptions,
     generations = (settings.generations if settings.generations is not None
                    else 8 + n // 6)
 
+    best: tuple[float, Cuts] | None = None
+
     def admit(cuts: Cuts) -> tuple[float, Cuts]:
+        """The genome repaired, with its cost; a new best goes to the trail."""
+        nonlocal best
         fitted = part.repair(cuts)
         cost = part.cost(fitted)
         assert cost is not None
+        if best is None or (cost, fitted) < best:
+            best = (cost, fitted)
+            record(options, part, fitted)
         return cost, fitted
 
     unfused = admit(tuple(range(1, n)))
+    deadline = search_end(deadline, part, unfused[1])
     population = [unfused]
     while len(population) < settings.population and not past(deadline):
         rate = rng.uniform(*settings.cut_rate)
         population.append(admit(tuple(k for k in range(1, n) if rng.random() < rate)))
-    best = min(population)
     for _ in range(generations):
         if past(deadline):
             break
@@ -86,7 +93,7 @@ def cocco_ga(lowerer: Lowerer, options: SearchOptions,
                 child = mutate(child, n, rng)
             nxt.append(admit(child))
         population = nxt
-        best = min(best, *population)
+    assert best is not None  # the least of every genome admitted
     return part.result(best[1], {"unfused": unfused[1]})
 
 

@@ -45,7 +45,8 @@ def change_tiling(lfa: Lfa, rng: random.Random) -> Lfa | None:
 
 
 def add_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
-    free = [p for p in range(1, len(lfa.order)) if p not in set(lfa.flc)]
+    cuts = set(lfa.flc)
+    free = [p for p in range(1, len(lfa.order)) if p not in cuts]
     if not free:
         return None
     cut = rng.choice(free)
@@ -70,7 +71,8 @@ def delete_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
 
 
 def add_dram_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:
-    free = [c for c in lfa.flc if c not in set(lfa.dram_cuts)]
+    cuts = set(lfa.dram_cuts)
+    free = [c for c in lfa.flc if c not in cuts]
     if not free:
         return None
     return Lfa(lfa.order, lfa.flc, lfa.tiling, tuple(sorted((*lfa.dram_cuts,

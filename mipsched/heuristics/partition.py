@@ -37,9 +37,32 @@ DP_ROUNDS = 4
 """Re-linearisations of the objective around the DP's latest partition."""
 
 
+RESULT_SECONDS_PER_TILE = 1e-4
+"""Seconds per tile of the result that the partition methods keep back from their
+deadline for what follows the search: lowering and evaluating the result, its replay in
+the simulator, writing schedule.json and program.json. Measured 60 to 120 us per tile
+(unloaded to loaded machine) on fsrcnn/edge/b4's partitions of 8,192 to 10,240 tiles,
+where that alone took 0.6 to 1.2 s."""
+
+
 def past(deadline: float | None) -> bool:
     """Whether the search must stop (`deadline` from SearchOptions.deadline())."""
     return deadline is not None and time.perf_counter() >= deadline
+
+
+def search_end(deadline: float | None, part: Partitioner, cuts: Cuts) -> float | None:
+    """`deadline` less the time to deliver a result the size of the partition `cuts`
+    (RESULT_SECONDS_PER_TILE per tile); None without a deadline."""
+    if deadline is None:
+        return None
+    return deadline - RESULT_SECONDS_PER_TILE * part.n_tiles(cuts)
+
+
+def record(options: SearchOptions, part: Partitioner, cuts: Cuts) -> None:
+    """Offers the partition, a new best of the search, to the run's trail (if any)."""
+    ev = part.evaluation(cuts) if options.trail is not None else None
+    if options.trail is not None and ev is not None:
+        options.trail.offer(ev.latency_cycles, part.objective.cost(ev))
 
 
 class Partitioner:
@@ -109,8 +132,13 @@ class Partitioner:
         return cand
 
     def result(self, cuts: Cuts, stages: dict[str, Cuts] | None = None) -> MethodResult:
-        return MethodResult(self.candidate(cuts),
-                            {k: self.candidate(c) for k, c in (stages or {}).items()},
+        """The method's result: the schedule of `cuts` and of each named stage (one
+        lowering per distinct partition: on fsrcnn/edge/b4 one takes 0.1 s)."""
+        made = {cuts: self.candidate(cuts)}
+        for c in (stages or {}).values():
+            if c not in made:
+                made[c] = self.candidate(c)
+        return MethodResult(made[cuts], {k: made[c] for k, c in (stages or {}).items()},
                             self.evaluations)
 
     def _evaluate(self, cuts: Cuts) -> Evaluation | None:
@@ -171,6 +199,11 @@ class Partitioner:
             except ScheduleError:
                 return g
         return None
+
+    def n_tiles(self, cuts: Cuts) -> int:
+        """Tiles of the partition's tile program (every group planned before)."""
+        return sum(self.lowerer.plan(self.order[a:b], self.tiling(a, b)).tiles.grid.count
+                   * (b - a) for a, b in self.groups(cuts))
 
     def _group_of_tile(self, cuts: Cuts, pos: int) -> int:
         """Group index of the tile at position `pos` of the partition's tile program."""
@@ -238,9 +271,11 @@ def greedy_fusion(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     deadline = options.deadline()
     part = Partitioner(lowerer, options.objective)
     start = part.repair(tuple(range(1, part.n)))
+    deadline = search_end(deadline, part, start)
     cuts = start
     base = part.cost(cuts)
     assert base is not None
+    record(options, part, cuts)
     gains: dict[int, tuple[float, int]] = {}
     """cut -> (cost decrease when it is removed, partition version it was measured on)"""
     version = 0
@@ -262,6 +297,7 @@ def greedy_fusion(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
             cuts = tuple(x for x in cuts if x != c)
             base = part.cost(cuts)
             assert base is not None
+            record(options, part, cuts)
             del gains[c]
             version += 1
         else:
@@ -293,23 +329,16 @@ def dp_partition(lowerer: Lowerer, options: SearchOptions,
     part = Partitioner(lowerer, options.objective)
     n = part.n
     start = part.repair(tuple(range(1, n)))
-    segments: dict[tuple[int, int], tuple[float, int]] = {}
-    for length in range(1, max_segment + 1):
-        if length > 1 and past(deadline):
-            break
-        for a in range(n - length + 1):
-            b = a + length
-            if length > 1 and (a, b - 1) not in segments:
-                continue
-            ev = part.segment(a, b)
-            if ev is not None:
-                segments[(a, b)] = (ev.energy_pj, ev.latency_cycles)
+    deadline = search_end(deadline, part, start)
+    record(options, part, start)
+    segments = _segment_costs(part, max_segment, deadline)
     obj = options.objective
     best, best_ev = start, part.evaluation(start)
     assert best_ev is not None
     reference, tried = best_ev, {start}
-    for round_ in range(DP_ROUNDS):
-        if round_ and past(deadline):
+    rounds = 0 if segments is None else DP_ROUNDS  # no split without every single layer
+    for _ in range(rounds):
+        if past(deadline):
             break
         w_energy = obj.energy_exp / reference.energy_pj if reference.energy_pj else 0.0
         w_delay = obj.delay_exp / reference.latency_cycles if reference.latency_cycles else 0.0
@@ -321,7 +350,28 @@ def dp_partition(lowerer: Lowerer, options: SearchOptions,
         assert reference is not None
         if obj.cost(reference) < obj.cost(best_ev):
             best, best_ev = cuts, reference
+            record(options, part, best)
     return part.result(best, {"unfused": start})
+
+
+def _segment_costs(part: Partitioner, max_segment: int, deadline: float | None
+                   ) -> dict[tuple[int, int], tuple[float, int]] | None:
+    """(energy pJ, latency cycles) of every group [a, b) of at most `max_segment` layers
+    scheduled alone, grown while it fits, until `deadline`; None when even the single
+    layers (which every split needs) were not all costed by then."""
+    n = part.n
+    segments: dict[tuple[int, int], tuple[float, int]] = {}
+    for length in range(1, max_segment + 1):
+        for a in range(n - length + 1):
+            if past(deadline):
+                return segments if length > 1 else None
+            b = a + length
+            if length > 1 and (a, b - 1) not in segments:
+                continue
+            ev = part.segment(a, b)
+            if ev is not None:
+                segments[(a, b)] = (ev.energy_pj, ev.latency_cycles)
+    return segments
 
 
 def _best_split(n: int, segments: dict[tuple[int, int], tuple[float, int]],

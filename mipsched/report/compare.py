@@ -52,6 +52,10 @@ class CompareRow:
     gap: float | None = None
     """(latency - lower bound) / latency: how far the row can be from the optimum."""
     reason: str | None = None
+    mac_utilization: float | None = None
+    """Network MACs / (MACs per cycle x latency); `utilization` is SoMa's."""
+    avg_buffer_bytes: float | None = None
+    """Buffer occupancy weighted by tile compute time (SoMa Fig. 6)."""
 
 
 def _row(network: str, method: str, cand: Candidate, runtime: float,
@@ -60,7 +64,8 @@ def _row(network: str, method: str, cand: Candidate, runtime: float,
     return CompareRow(network, method, status, ev.latency_cycles, ev.energy_pj, ev.edp,
                       ev.utilization, ev.dram_bytes, len(cand.lfa.dram_cuts) + 1,
                       len(cand.lfa.flc) + 1, cand.program.n_tiles, cand.program.ideal_cycles,
-                      runtime)
+                      runtime, mac_utilization=ev.mac_utilization,
+                      avg_buffer_bytes=ev.avg_buffer_bytes)
 
 
 def compare(workloads: Iterable[Workload], methods: list[str], hw: Hardware,
@@ -90,8 +95,9 @@ def compare(workloads: Iterable[Workload], methods: list[str], hw: Hardware,
                                        outcome.wall_seconds, reason=outcome.reason))
                 continue
             stages = outcome.stages
-            for stage in stages:
-                rejection = replay_rejection(stages[stage])
+            for stage in stages:  # solve replayed its result already: not again
+                rejection = (None if stages[stage] is outcome.candidate
+                             else replay_rejection(stages[stage]))
                 if rejection is not None:
                     rows.append(CompareRow(wl.name, f"{method}:{stage}", "error", None, None,
                                            None, None, None, None, None, None, None,
@@ -142,7 +148,8 @@ def _fmt(value, digits: int = 3) -> str:
 
 MARKDOWN_COLUMNS = (("network", "network"), ("method", "method"), ("status", "status"),
                     ("latency_cycles", "latency (cycles)"), ("energy_pj", "energy (pJ)"),
-                    ("edp", "EDP"), ("utilization", "util"), ("dram_bytes", "DRAM bytes"),
+                    ("edp", "EDP"), ("utilization", "util"), ("mac_utilization", "MAC util"),
+                    ("avg_buffer_bytes", "avg buffer (B)"), ("dram_bytes", "DRAM bytes"),
                     ("n_lg", "#LG"), ("n_flg", "#FLG"), ("n_tiles", "tiles"),
                     ("ideal_cycles", "ideal (cycles)"), ("runtime_s", "runtime (s)"),
                     ("speedup", "speedup"), ("energy_ratio", "energy ratio"),

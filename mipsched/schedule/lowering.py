@@ -10,16 +10,23 @@
   tile of the same index that reads it; an ofmap read by a later FLG of the same LG is
   aggregated on chip (its share per tile) until the last tile of its last consumer.
 - What depends only on an FLG's layers and tiling number (tiles, costs, bytes, on-chip
-  holds inside the FLG) is memoised per FLG; per LFA, lowering places the FLGs and adds
-  what crosses them (DRAM tensors, holds for later FLGs of the LG).
+  holds inside the FLG) is memoised per FLG (its plan); what also depends on which of its
+  ofmaps and inputs cross its LG's boundary (its DRAM tensors and the on-chip holds of
+  ofmaps read by later FLGs of the LG, in positions relative to its first tile) is
+  memoised per FLG and traffic (its segment). Per LFA, lowering places the segments one
+  after another (`Lowerer.place`) and numbers what they hold; stage 1 of the SA times a
+  placement without building the tile program (default_eval).
 - Precedence: each load of stored data comes after every store whose share it reads.
 """
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import NamedTuple
 
 from mipsched.cost import NoMappingError, TileCost, tile_cost
 from mipsched.hw.model import Hardware
@@ -32,13 +39,13 @@ from mipsched.schedule.tile_program import (
     TileProgram,
     WorkloadTotals,
 )
-from mipsched.schedule.tiling import FlgTiles, TileGrid, tile_flg
+from mipsched.schedule.tiling import FlgTiles, LayerTiles, TileGrid, TilingMemo, tile_flg
 from mipsched.schedule.validity import check_lfa
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Region
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _FlgPlan:
     layers: tuple[str, ...]
     tiles: FlgTiles
@@ -58,11 +65,102 @@ class _FlgPlan:
     """Per layer and tile index, the first step (relative position) from which the tile's
     share is held for consumers in later FLGs of its LG: after its local consumers, if
     any, else from its own step."""
-    readers_outside: dict[str, list[str]]
-    """Per layer, its consumers outside the FLG."""
-    sources_outside: dict[str, list[tuple[int, str]]]
-    """Per layer, (input index, source) of its inputs from outside the FLG: network inputs
-    and ofmaps of earlier FLGs."""
+    readers_outside: tuple[tuple[int, str], ...]
+    """(step, consumer) of every consumer outside the FLG, by step."""
+    sources_outside: tuple[tuple[int, int, str], ...]
+    """(step, input index, source) of every input from outside the FLG (network inputs
+    and ofmaps of earlier FLGs), by step."""
+    output_steps: tuple[int, ...]
+    """Steps of the network outputs."""
+    neighbours: tuple[str, ...]
+    """The layers outside the FLG it reads or that read it."""
+    last_steps: tuple[int, ...]
+    """Per layer, the step of its last tile."""
+    all_inside: tuple[bool, ...]
+    """The key of the segment whose neighbours all lie in its LG."""
+    segments: dict[tuple[bool, ...], Segment] = field(default_factory=dict)
+    """The FLG's segments met so far, by which neighbours lie in its LG (memoised with
+    the plan)."""
+
+
+class Traffic(NamedTuple):
+    """What crosses an FLG's boundary in one LFA, by step (the layer's index in the FLG):
+    the inputs it loads from DRAM (network inputs, ofmaps of other LGs), the ofmaps it
+    stores (read by another LG, or network outputs) and the ofmaps it holds on chip for
+    later FLGs of its LG."""
+
+    loaded: tuple[tuple[int, int], ...]
+    """(step, input index) of every loaded input."""
+    stored: tuple[int, ...]
+    held: tuple[int, ...]
+
+
+class Transfer(NamedTuple):
+    """A DRAM tensor of a segment, positions relative to the FLG's first tile."""
+
+    kind: TensorKind
+    step: int
+    tile: int | None
+    bytes: int
+    access_cycles: int
+    first_use: int
+    """Loads: the first consuming tile (-1 for stores)."""
+    last_use: int
+    producer: int
+    """Stores: the producing tile (-1 for loads)."""
+    input_index: int
+    """Ifmap loads: which input of the layer (-1 otherwise)."""
+
+
+@dataclass(frozen=True, eq=False)
+class Segment:
+    """One FLG under one traffic: its DRAM tensors in tile order and its on-chip bytes per
+    tile, relative to its first tile (memoised: an LFA is a sequence of segments)."""
+
+    plan: _FlgPlan
+    traffic: Traffic
+    transfers: list[Transfer]
+    onchip: list[int]
+    """On-chip bytes per tile of the FLG: ofmaps held for consumers inside it, plus the
+    shares already produced of the ofmaps it holds for later FLGs of its LG."""
+    held: tuple[tuple[tuple[str, ...], int], ...]
+    """Per held step (traffic.held), its readers in later FLGs of the LG and the bytes of
+    its whole ofmap, held from the FLG's end to the last tile of the last of them."""
+
+
+#: An ofmap held on chip for later FLGs of its LG, from the end of its FLG (the shares
+#: before are in the segment's on-chip bytes): (first tile, last tile, bytes, readers).
+Hold = tuple[int, int, int, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """An LFA's segments one after another: where each starts and which end an LG, and
+    the ofmaps held on chip across FLGs."""
+
+    lfa: Lfa
+    segments: list[Segment]
+    bases: list[int]
+    """First tile position of each FLG."""
+    lg_ends: list[bool]
+    """Whether each FLG is the last of its LG."""
+    holds: list[Hold]
+    """By first tile."""
+    n_tiles: int
+    reused: int = 0
+    """How many leading FLGs were taken from the placement it was derived from."""
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One layer's tiles in an FLG: costs, steps (as in _FlgPlan.steps), bytes of each
+    tile's share, of what it reads from each input and of what it produces."""
+
+    costs: list[TileCost | None]
+    steps: list[tuple[str, int, int, int, float, EnergyParts]]
+    share_bytes: list[int]
+    read_bytes: list[tuple[int | None, ...]]
+    produced_bytes: list[int]
 
 
 class Lowerer:
@@ -73,11 +171,18 @@ class Lowerer:
         self.workload = workload
         self.hw = hw
         self._plans: dict[tuple[tuple[str, ...], int], _FlgPlan] = {}
-        self._costs: dict[tuple, TileCost] = {}
+        self._costs: dict[tuple, tuple[TileCost, EnergyParts]] = {}
         self._overlaps: dict[tuple[str, TileGrid, Region], list[int]] = {}
+        self._tilings = TilingMemo()
+        self._columns: dict[LayerTiles, _Column] = {}
         self._layer_index = {n: i for i, n in enumerate(workload.layers)}
         self._weights = {n: workload.weight_bytes(n) for n, lay in workload.layers.items()
                          if lay.has_weights}
+
+    @cached_property
+    def unit_cycles(self) -> float:
+        """The network's unit_cycles on this hardware (SoMa's dream time, cycles)."""
+        return unit_cycles(self.workload, self.hw)
 
     def plan(self, layers: tuple[str, ...], tiling: int, remember: bool = True) -> _FlgPlan:
         """The FLG's plan, memoised unless `remember` is False (a caller that summarises
@@ -86,69 +191,86 @@ class Lowerer:
         key = (layers, tiling)
         plan = self._plans.get(key)
         if plan is None:
-            plan = self._make_plan(layers, tiling)
+            plan = self._make_plan(layers, tiling, remember)
             if remember:
                 self._plans[key] = plan
         return plan
 
-    def _make_plan(self, layers: tuple[str, ...], tiling: int) -> _FlgPlan:
+    def _make_plan(self, layers: tuple[str, ...], tiling: int, remember: bool) -> _FlgPlan:
         """Everything about an FLG that does not depend on the rest of the LFA: tiles,
-        costs, bytes, and on-chip holds at positions relative to its first tile."""
-        tiles = tile_flg(self.workload, layers, tiling)
-        costs = {n: [self._cost(n, r) for r in tiles.produced[n]] for n in layers}
+        costs, bytes, and on-chip holds at positions relative to its first tile. (FLGs
+        with the same layers from some layer on share that layer's tiles and costs:
+        memoised when `remember`.)"""
+        tiles = tile_flg(self.workload, layers, tiling, self._tilings if remember else None)
+        columns = [self._column(n, tiles, remember) for n in layers]
         count = tiles.grid.count
-        steps = []
-        for i in range(count):
-            for n in layers:
-                c = costs[n][i]
-                steps.append((n, self._layer_index[n], i, c.cycles if c else 0,
-                              c.energy_pj if c else 0.0, _parts(c) if c else _NO_ENERGY))
+        steps = [column.steps[i] for i in range(count) for column in columns]
         wl = self.workload
-        eb = wl.elem_bytes
-
-        def size(region: Region | None, channels: int) -> int | None:
-            return None if region is None else region.elems(channels) * eb
-
-        share = {n: [size(r, wl.layers[n].out.c) for r in tiles.share[n]] for n in layers}
-        reads = {n: [tuple(None if e is None else e * eb for e in es)
-                     for es in tiles.read_elems[n]] for n in layers}
         # steps run tile index by tile index, layer by layer: tile i of layers[j] is step
         # i * len(layers) + j
         width = len(layers)
         step_of = {n: j for j, n in enumerate(layers)}
         diff = [0] * (count * width + 1)
         held_from: dict[str, list[int]] = {}
-        for j, n in enumerate(layers):
+        for j, (n, column) in enumerate(zip(layers, columns, strict=True)):
             last_reader = max((step_of[v] for v in wl.consumers(n) if v in step_of),
                               default=None)
-            channels = wl.layers[n].out.c
-            starts = []
-            for i, region in enumerate(tiles.produced[n]):
-                step = i * width + j
-                produced = size(region, channels) or 0
-                if last_reader is not None and produced:
-                    end = i * width + last_reader
-                    diff[step] += produced
-                    diff[end + 1] -= produced
-                    starts.append(end + 1)
-                else:
-                    starts.append(step)
+            starts = list(range(j, count * width, width))
+            if last_reader is not None:
+                for i, produced in enumerate(column.produced_bytes):
+                    if produced:
+                        step = i * width + j
+                        diff[step] += produced
+                        diff[i * width + last_reader + 1] -= produced
+                        starts[i] = i * width + last_reader + 1
             held_from[n] = starts
         local = list(itertools.accumulate(diff[:-1]))
-        readers = {n: [v for v in wl.consumers(n) if v not in step_of] for n in layers}
-        sources = {n: [(k, src) for k, src in enumerate(wl.layers[n].inputs)
-                       if src not in step_of] for n in layers}
-        return _FlgPlan(layers, tiles, costs, steps, share, reads, local, held_from, readers,
-                        sources)
+        readers = tuple((j, v) for j, n in enumerate(layers) for v in wl.consumers(n)
+                        if v not in step_of)
+        sources = tuple((j, k, src) for j, n in enumerate(layers)
+                        for k, src in enumerate(wl.layers[n].inputs) if src not in step_of)
+        outputs = tuple(j for j, n in enumerate(layers) if n in wl.outputs)
+        neighbours = tuple(dict.fromkeys([*(v for _, v in readers), *(
+            src for _, _, src in sources if src in wl.layers)]))
+        last_steps = tuple(range((count - 1) * width, count * width))
+        return _FlgPlan(layers, tiles, {n: c.costs for n, c in zip(layers, columns,
+                                                                   strict=True)},
+                        steps, {n: c.share_bytes for n, c in zip(layers, columns, strict=True)},
+                        {n: c.read_bytes for n, c in zip(layers, columns, strict=True)},
+                        local, held_from, readers, sources, outputs, neighbours, last_steps,
+                        (True,) * len(neighbours))
 
-    def _cost(self, name: str, region: Region | None) -> TileCost | None:
-        """Tile cost, memoised here on what it depends on: the layer and the extents of
-        its output region (hardware and workload are fixed per Lowerer)."""
+    def _column(self, name: str, tiles: FlgTiles, remember: bool) -> _Column:
+        """A layer's tiles in an FLG as the plan needs them (memoised with its tiles)."""
+        layer_tiles = tiles.layer(name)
+        column = self._columns.get(layer_tiles)
+        if column is not None:
+            return column
+        eb = self.workload.elem_bytes
+        channels = self.workload.layers[name].out.c
+        index = self._layer_index[name]
+        figures = [self._cost(name, r) for r in layer_tiles.produced]
+        column = _Column(
+            [f[0] if f else None for f in figures],
+            [(name, index, i, f[0].cycles, f[0].energy_pj, f[1]) if f else
+             (name, index, i, 0, 0.0, _NO_ENERGY) for i, f in enumerate(figures)],
+            [r.elems(channels) * eb for r in layer_tiles.share],
+            [tuple(None if e is None else e * eb for e in es) for es in layer_tiles.read_elems],
+            [0 if r is None else r.elems(channels) * eb for r in layer_tiles.produced])
+        if remember:
+            self._columns[layer_tiles] = column
+        return column
+
+    def _cost(self, name: str, region: Region | None
+              ) -> tuple[TileCost, EnergyParts] | None:
+        """Tile cost and its energy breakdown, memoised here on what they depend on: the
+        layer and the extents of its output region (hardware and workload are fixed per
+        Lowerer)."""
         if region is None:
             return None
         key = (name, region.batch, region.height, region.width)
-        cost = self._costs.get(key)
-        if cost is None:
+        found = self._costs.get(key)
+        if found is None:
             wl = self.workload
             try:
                 cost = tile_cost(self.hw, wl.layers[name], wl.in_shapes(name), region,
@@ -157,8 +279,8 @@ class Lowerer:
                 raise ScheduleError(f"layer '{name}': a tile of {region.batch} x "
                                     f"{region.height} x {region.width} cannot be mapped: "
                                     f"{err}") from None
-            self._costs[key] = cost
-        return cost
+            found = self._costs[key] = (cost, _parts(cost))
+        return found
 
     def _stores_read(self, src: str, grid: TileGrid, region: Region) -> list[int]:
         """Tile indices of `src` (tiled by `grid`) whose stored share `region` reads."""
@@ -170,6 +292,103 @@ class Lowerer:
                                                          shape.h, shape.w)
         return hit
 
+    def place(self, lfa: Lfa, remember: bool = True, previous: Placement | None = None
+              ) -> Placement:
+        """The segments of `lfa` placed one after another (`remember` as in `plan`);
+        the FLGs before the first one that can differ from `previous` (a placement of an
+        LFA it was derived from) are taken from it. Raises ScheduleError when a tiling
+        number does not divide its FLG's work. (Stage 1 of the SA places thousands of
+        LFAs: per-layer work runs in C, in itertools and map; Python loops run per FLG.)"""
+        starts = (0, *lfa.flc)
+        stops = (*lfa.flc, len(lfa.order))
+        g0 = 0
+        if previous is not None:
+            g0 = bisect.bisect_right(stops, unchanged_before(previous.lfa, lfa))
+        plans = self._flg_plans(lfa, g0, remember)
+        bases = [*previous.bases, previous.n_tiles][:g0 + 1] if previous is not None else [0]
+        bases.extend(itertools.accumulate(map(len, map(operator.attrgetter("steps"), plans)),
+                                          initial=bases.pop()))
+        n_tiles = bases.pop()
+        lg_ends, keys = _crossings(lfa, plans, starts, g0)
+        segments = previous.segments[:g0] if previous is not None else []
+        for plan, key in zip(plans, keys, strict=True):
+            segment = plan.segments.get(key)
+            if segment is None:
+                segment = self._segment(plan, key)
+                if remember:
+                    plan.segments[key] = segment
+            segments.append(segment)
+        holds = _holds(lfa.order[starts[g0]:] if plans else (), plans, segments, bases,
+                       n_tiles, g0, previous.holds if previous is not None else [])
+        return Placement(lfa, segments, bases, lg_ends, holds, n_tiles, g0)
+
+    def _flg_plans(self, lfa: Lfa, g0: int, remember: bool) -> list[_FlgPlan]:
+        """The plans of the FLGs of `lfa` from FLG g0 on."""
+        order = lfa.order
+        starts = (0, *lfa.flc)[g0:]
+        stops = (*lfa.flc, len(order))[g0:]
+        tilings = lfa.tiling[g0:]
+        plans = list(map(self._plans.get, zip(map(order.__getitem__, map(
+            slice, starts, stops)), tilings, strict=True)))
+        if None in plans:
+            plans = [plan if plan is not None else self.plan(order[a:b], t, remember)
+                     for plan, a, b, t in zip(plans, starts, stops, tilings, strict=True)]
+        return plans
+
+    def _segment(self, plan: _FlgPlan, inside: tuple[bool, ...]) -> Segment:
+        """The DRAM tensors of `plan` when its neighbours lie in its LG as `inside` says,
+        in tile order (per tile: its ifmap loads, its weights at the layer's first tile,
+        its store), and its on-chip bytes."""
+        in_lg = dict(zip(plan.neighbours, inside, strict=True))
+        loaded = tuple((j, k) for j, k, src in plan.sources_outside
+                       if not in_lg.get(src, False))  # network inputs are loaded
+        stored = set(plan.output_steps)
+        readers: dict[int, list[str]] = {}  # per held step, its readers in the LG
+        for j, v in plan.readers_outside:
+            if in_lg[v]:
+                readers.setdefault(j, []).append(v)
+            else:
+                stored.add(j)
+        traffic = Traffic(loaded, tuple(sorted(stored)), tuple(sorted(readers)))
+        bpc = self.hw.dram.bytes_per_cycle
+        layers = plan.layers
+        width = len(layers)
+        count = plan.tiles.grid.count
+        loads: dict[int, list[int]] = {}
+        for j, k in traffic.loaded:
+            loads.setdefault(j, []).append(k)
+        stored = set(traffic.stored)
+        moving = sorted({*loads, *stored, *(j for j, n in enumerate(layers)
+                                            if n in self._weights)})
+        transfers = []
+        for i in range(count):
+            for j in moving:
+                n = layers[j]
+                p = i * width + j
+                for k in loads.get(j, ()):
+                    size = plan.read_bytes[n][i][k]
+                    if size is not None:
+                        transfers.append(Transfer(TensorKind.LOAD_IFMAP, j, i, size,
+                                                  -(-size // bpc), p, p, -1, k))
+                if i == 0 and n in self._weights:
+                    size = self._weights[n]
+                    transfers.append(Transfer(TensorKind.LOAD_WEIGHT, j, None, size,
+                                              -(-size // bpc), j, (count - 1) * width + j,
+                                              -1, -1))
+                if j in stored:
+                    size = plan.share_bytes[n][i]
+                    transfers.append(Transfer(TensorKind.STORE_OFMAP, j, i, size,
+                                              -(-size // bpc), -1, -1, p, -1))
+        diff = [0] * (count * width + 1)
+        held = []
+        for j in traffic.held:
+            shares = plan.share_bytes[layers[j]]
+            for start, size in zip(plan.held_from[layers[j]], shares, strict=True):
+                diff[start] += size
+            held.append((tuple(readers[j]), sum(shares)))
+        onchip = list(map(operator.add, plan.local_onchip, itertools.accumulate(diff[:-1])))
+        return Segment(plan, traffic, transfers, onchip, tuple(held))
+
     def lower(self, lfa: Lfa, check: bool = True, remember: bool = True) -> TileProgram:
         """The tile program of `lfa`; with `check`, the LFA is validated first (unchecked
         LFAs must be valid too; lowering relies on every FLG lying inside one LG).
@@ -177,18 +396,25 @@ class Lowerer:
         wl = self.workload
         if check:
             check_lfa(wl, lfa)
-        at = _Layout(lfa, [self.plan(lfa.order[a:b], t, remember) for (a, b), t in zip(
-            lfa.flg_bounds(), lfa.tiling, strict=True)])
-        tiles = [Tile(base + k, index, n, i, cycles, energy, lg, g, parts)
-                 for g, (plan, base, lg) in enumerate(zip(at.plans, at.bases, at.flg_lg,
-                                                          strict=True))
-                 for k, (n, index, i, cycles, energy, parts) in enumerate(plan.steps)]
-        traffic, later = self._traffic(at)
-        tensors, precedence = self._dram_tensors(at, traffic)
-        local = itertools.chain.from_iterable(plan.local_onchip for plan in at.plans)
+        placed = self.place(lfa, remember)
+        lg = 0
+        tiles = []
+        for g, (segment, base) in enumerate(zip(placed.segments, placed.bases,
+                                               strict=True)):
+            tiles.extend(Tile(p, index, n, i, cycles, energy, lg, g, parts)
+                         for p, (n, index, i, cycles, energy, parts) in enumerate(
+                             segment.plan.steps, base))
+            lg += placed.lg_ends[g]
+        tensors, precedence = self._dram_tensors(placed)
+        later = [0] * (placed.n_tiles + 1)
+        for after, end, size, _ in placed.holds:
+            later[after] += size
+            later[end + 1] -= size
+        local = itertools.chain.from_iterable(s.onchip for s in placed.segments)
         onchip = list(map(operator.add, local, itertools.accumulate(later[:-1])))
         totals = WorkloadTotals(wl.name, wl.batch, wl.total_macs, wl.total_ops,
-                                wl.total_weight_bytes, self.hw.peak_ops_per_cycle)
+                                wl.total_weight_bytes, self.hw.peak_ops_per_cycle,
+                                self.unit_cycles)
         return TileProgram(
             name=f"{wl.name}-{self.hw.name}-b{wl.batch}",
             dram_bytes_per_cycle=self.hw.dram.bytes_per_cycle,
@@ -205,122 +431,112 @@ class Lowerer:
                     "hardware": self.hw.name},
         )
 
-    def _traffic(self, at: _Layout) -> tuple[list[_FlgTraffic], list[int]]:
-        """Per FLG, its layers with DRAM traffic; and a difference array over tile
-        positions of the ofmap shares read by later FLGs of the same LG, held on chip
-        from the producing tile (or after its local readers) to the last tile of the last
-        reader."""
-        outputs = self.workload.outputs
-        lg_of, last = at.lg_of, at.last
-        later = [0] * (at.n_tiles + 1)
-        traffic = []
-        for plan, base, lg in zip(at.plans, at.bases, at.flg_lg, strict=True):
-            at_first: list[_Traffic] = []  # at the FLG's first tile index
-            at_others: list[_Traffic] = []
-            for j, n in enumerate(plan.layers):
-                store = n in outputs
-                end = -1  # last tile of the last reader in a later FLG of the LG
-                for v in plan.readers_outside[n]:
-                    if lg_of[v] != lg:
-                        store = True
-                    elif last[v] > end:
-                        end = last[v]
-                if end >= 0:
-                    shares = plan.share_bytes[n]
-                    for start, size in zip(plan.held_from[n], shares, strict=True):
-                        later[base + start] += size
-                    later[end + 1] -= sum(shares)
-                sources = plan.sources_outside[n]
-                loaded = [(k, src) for k, src in sources
-                          if src not in lg_of or lg_of[src] != lg] if sources else []
-                weights = n in self._weights
-                if loaded or weights or store:
-                    at_first.append((j, n, loaded, weights, store))
-                if loaded or store:
-                    at_others.append(at_first[-1])
-            traffic.append((at_first, at_others))
-        return traffic, later
-
-    def _dram_tensors(self, at: _Layout, traffic: list[_FlgTraffic]
+    def _dram_tensors(self, placed: Placement
                       ) -> tuple[list[DramTensor], list[tuple[int, int]]]:
-        """DRAM tensors in tile order (per tile: its ifmap loads, its weights at the
-        layer's first tile, its store) and the store -> load precedence."""
-        bpc = self.hw.dram.bytes_per_cycle
-        n_tiles = at.n_tiles
+        """The segments' DRAM tensors numbered in tile order, and the store -> load
+        precedence: each load of stored data after every store whose share it reads."""
+        n_tiles = placed.n_tiles
         tensors: list[DramTensor] = []
         precedence: list[tuple[int, int]] = []
-        stores_of: dict[str, list[int]] = {}  # store ids by tile index
-
-        def add(kind: TensorKind, layer: str, tile: int | None, size: int, first_use: int,
-                last_use: int, producer: int, lo: int, hi: int) -> int:
-            tid = len(tensors)
-            tensors.append(DramTensor(tid, kind, self._layer_index[layer], layer, tile, size,
-                                      -(-size // bpc), first_use, last_use, producer, lo, hi))
-            return tid
-
-        for plan, base, (first_tiles, other_tiles) in zip(at.plans, at.bases, traffic,
-                                                          strict=True):
-            width = len(plan.layers)
-            for i in range(plan.tiles.grid.count):
-                for j, n, loaded, weights, store in other_tiles if i else first_tiles:
-                    p = base + i * width + j
-                    for k, src in loaded:
-                        size = plan.read_bytes[n][i][k]
-                        if size is None:
-                            continue
-                        tid = add(TensorKind.LOAD_IFMAP, n, i, size, p, p, -1, -1, p)
-                        if src in stores_of:
-                            src_ids = stores_of[src]
-                            grid = at.plans[at.flg_of[src]].tiles.grid
-                            precedence.extend((src_ids[s], tid) for s in self._stores_read(
-                                src, grid, plan.tiles.reads[n][i][k]))
-                    if weights and i == 0:
-                        first_use = at.first[n]
-                        add(TensorKind.LOAD_WEIGHT, n, None, self._weights[n], first_use,
-                            at.last[n], -1, -1, first_use)
-                    if store:
-                        tid = add(TensorKind.STORE_OFMAP, n, i, plan.share_bytes[n][i],
-                                  -1, -1, p, p + 1, n_tiles)
-                        stores_of.setdefault(n, []).append(tid)
+        stores_of: dict[str, tuple[list[int], TileGrid]] = {}  # store ids by tile index
+        store = TensorKind.STORE_OFMAP
+        for segment, base in zip(placed.segments, placed.bases, strict=True):
+            plan = segment.plan
+            for t in segment.transfers:
+                n = plan.layers[t.step]
+                tid = len(tensors)
+                if t.kind == store:
+                    p = base + t.producer
+                    tensors.append(DramTensor(tid, store, self._layer_index[n], n, t.tile,
+                                              t.bytes, t.access_cycles, -1, -1, p, p + 1,
+                                              n_tiles))
+                    stores_of.setdefault(n, ([], plan.tiles.grid))[0].append(tid)
+                    continue
+                first = base + t.first_use
+                tensors.append(DramTensor(tid, t.kind, self._layer_index[n], n, t.tile,
+                                          t.bytes, t.access_cycles, first,
+                                          base + t.last_use, -1, -1, first))
+                if t.kind == TensorKind.LOAD_IFMAP:
+                    src = self.workload.layers[n].inputs[t.input_index]
+                    if src in stores_of:
+                        ids, grid = stores_of[src]
+                        precedence.extend((ids[s], tid) for s in self._stores_read(
+                            src, grid, plan.tiles.reads[n][t.tile][t.input_index]))
         return tensors, precedence
 
 
-#: A layer of an FLG that moves data to or from DRAM: (its step among the FLG's layers,
-#: layer, (input index, source) of the inputs it loads (network inputs, ofmaps of other
-#: LGs), whether it loads weights, whether its ofmap goes to DRAM). A plain tuple: one is
-#: made per layer and lowering.
-_Traffic = tuple[int, str, list[tuple[int, str]], bool, bool]
+def _crossings(lfa: Lfa, plans: list[_FlgPlan], starts: tuple[int, ...], g0: int
+               ) -> tuple[list[bool], list[tuple[bool, ...]]]:
+    """Whether each FLG ends its LG, and for the FLGs from g0 on (`plans`) which of their
+    neighbours lie in their LG (the key of their segment)."""
+    cuts = lfa.dram_cuts
+    if not cuts:
+        return [False] * (len(starts) - 1) + [True], [plan.all_inside for plan in plans]
+    order = lfa.order
+    lg_at = list(itertools.chain.from_iterable(map(itertools.repeat, itertools.count(), map(
+        operator.sub, (*cuts, len(order)), (0, *cuts)))))  # the LG of each position
+    lg_of = dict(zip(order, lg_at, strict=True)).get
+    flg_lg = list(map(lg_at.__getitem__, starts))
+    lg_ends = [*map(operator.ne, flg_lg, flg_lg[1:]), True]
+    keys = [tuple(map(operator.eq, map(lg_of, plan.neighbours), itertools.repeat(lg)))
+            for plan, lg in zip(plans, flg_lg[g0:], strict=True)]
+    return lg_ends, keys
 
-#: An FLG's layers with DRAM traffic at its first tile index (weights included), and at
-#: the others.
-_FlgTraffic = tuple[list[_Traffic], list[_Traffic]]
+
+def _holds(layers: tuple[str, ...], plans: list[_FlgPlan], segments: list[Segment],
+           bases: list[int], n_tiles: int, g0: int, before: list[Hold]) -> list[Hold]:
+    """The ofmaps held across FLGs: those of the FLGs before g0 from `before` (the
+    placement the FLGs before g0 come from), their last tiles found again if a reader
+    lies from FLG g0 on; then those of the FLGs from g0 on (`layers`, `plans`)."""
+    last = dict(zip(layers, map(operator.add, itertools.chain.from_iterable(map(
+        itertools.repeat, bases[g0:], map(len, map(operator.attrgetter("layers"), plans)))),
+        itertools.chain.from_iterable(map(operator.attrgetter("last_steps"), plans))),
+        strict=True))  # the last tile of each layer from FLG g0 on
+    holds: list[Hold] = []
+    if g0:
+        # holds ending at FLG g0's first tile or later have a reader from FLG g0 on
+        first = bases[g0] if g0 < len(bases) else n_tiles
+        holds = before[:bisect.bisect_right(before, first, key=operator.itemgetter(0))]
+        for k in itertools.compress(itertools.count(), map(
+                operator.ge, map(operator.itemgetter(1), holds), itertools.repeat(first))):
+            after, _, size, readers = holds[k]
+            holds[k] = (after, max(map(last.get, readers, itertools.repeat(-1))), size,
+                        readers)
+    for segment, after in zip(segments[g0:], [*bases[1:], n_tiles][g0:], strict=True):
+        for readers, size in segment.held:
+            holds.append((after, max(map(last.__getitem__, readers)), size, readers))
+    return holds
 
 
-class _Layout:
-    """Where an LFA puts things: each FLG's plan, first tile position and LG; each
-    layer's LG, FLG and first and last tile position."""
+def unchanged_before(old: Lfa, new: Lfa) -> int:
+    """An order position before which `old` and `new` have the same FLGs (layers and
+    tiling numbers) in LGs of the same layers, so that they place the same segments there
+    (the order's length: none differs)."""
+    n = len(new.order)
+    at = n
+    if old.order is not new.order and old.order != new.order:
+        lo = _first_difference(old.order, new.order)
+        hi = n - _first_difference(old.order[::-1], new.order[::-1])
+        cuts = new.dram_cuts
+        lg = bisect.bisect_right(cuts, lo)  # the LG of position lo
+        # the layers in [lo, hi) changed places; they stay in their LGs unless a cut
+        # lies among them
+        at = lo if lg == bisect.bisect_left(cuts, hi) else (0, *cuts)[lg]
+    if old.flc != new.flc or old.tiling != new.tiling:
+        g = _first_difference(old.flc, new.flc)  # FLGs before g have the same bounds
+        g = min(g, _first_difference(old.tiling[:g + 1], new.tiling[:g + 1]))
+        at = min(at, (0, *new.flc)[g])
+    if old.dram_cuts != new.dram_cuts:
+        k = _first_difference(old.dram_cuts, new.dram_cuts)
+        at = min(at, (0, *new.dram_cuts)[k])  # the LG that splits or merges
+    return at
 
-    def __init__(self, lfa: Lfa, plans: list[_FlgPlan]) -> None:
-        self.plans = plans
-        self.lg_of: dict[str, int] = {}
-        for g, (a, b) in enumerate(lfa.lg_bounds()):
-            for n in lfa.order[a:b]:
-                self.lg_of[n] = g
-        self.bases: list[int] = []
-        self.flg_lg: list[int] = []
-        self.flg_of: dict[str, int] = {}
-        self.first: dict[str, int] = {}
-        self.last: dict[str, int] = {}
-        base = 0
-        for g, plan in enumerate(plans):
-            layers = plan.layers
-            self.bases.append(base)
-            self.flg_lg.append(self.lg_of[layers[0]])
-            tail = base + (plan.tiles.grid.count - 1) * len(layers)
-            for j, n in enumerate(layers):
-                self.flg_of[n], self.first[n], self.last[n] = g, base + j, tail + j
-            base += len(plan.steps)
-        self.n_tiles = base
+
+def _first_difference(a: tuple, b: tuple) -> int:
+    """The first index at which a and b differ (the shorter length if one starts the
+    other)."""
+    return next(itertools.compress(itertools.count(), map(operator.ne, a, b)),
+                min(len(a), len(b)))
 
 
 _NO_ENERGY = EnergyParts(0.0, 0.0, 0.0, 0.0)
@@ -333,3 +549,12 @@ def _parts(cost: TileCost) -> EnergyParts:
 def lower(workload: Workload, hw: Hardware, lfa: Lfa) -> TileProgram:
     """One-shot lowering (use a Lowerer to lower many LFAs of one workload)."""
     return Lowerer(workload, hw).lower(lfa)
+
+
+def unit_cycles(wl: Workload, hw: Hardware) -> float:
+    """SoMa's "dream time" of the network (cycles): Σ over layers of the layer's work on
+    its own unit at full rate, MACs / MACs per cycle (PE array) plus vector ops / vector
+    ops per cycle (vector unit). Divided by a latency it is SoMa's utilisation."""
+    macs = sum(wl.macs(name) for name in wl.layers)
+    vector = sum(wl.vector_ops(name) for name in wl.layers)
+    return macs / hw.core_array.macs_per_cycle + vector / hw.vector_unit.ops_per_cycle

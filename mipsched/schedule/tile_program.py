@@ -111,6 +111,10 @@ class WorkloadTotals:
     """Operations counted for utilisation (2 per MAC)."""
     weight_bytes: int = field(metadata={"min": 0})
     peak_ops_per_cycle: int = field(metadata={"gt": 0})
+    unit_cycles: float | None = field(default=None, metadata={"min": 0})
+    """SoMa's "dream time" (cycles): Σ over layers of the layer's time on its own unit at
+    full rate, MACs / MACs per cycle on the PE array, vector ops / vector ops per cycle on
+    the vector unit. None in programs written before it was recorded."""
 
 
 @dataclass

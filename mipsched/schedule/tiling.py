@@ -11,7 +11,8 @@ the SoMa reference.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from mipsched.schedule.notation import ScheduleError
 from mipsched.workload import ops
@@ -98,58 +99,126 @@ def _smallest(workload: Workload, layers: tuple[str, ...]) -> str:
     return min(layers, key=lambda n: workload.layers[n].out.h * workload.layers[n].out.w)
 
 
+@dataclass(frozen=True, eq=False)
+class LayerTiles:
+    """One layer's regions in an FLG, per tile index (see FlgTiles)."""
+
+    produced: list[Region | None]
+    share: list[Region]
+    reads: list[tuple[Region | None, ...]]
+    read_elems: list[tuple[int | None, ...]]
+
+
 @dataclass(frozen=True)
 class FlgTiles:
     """Regions of every layer of one FLG, per tile index."""
 
     grid: TileGrid
-    produced: dict[str, list[Region | None]]
-    """Output region each tile of the layer computes (None: nothing in this tile)."""
-    share: dict[str, list[Region]]
-    """Even split of the layer's output: the part tile i contributes to the whole ofmap."""
-    reads: dict[str, list[tuple[Region | None, ...]]]
-    """Per tile, the region read from each input (None: input not read)."""
-    read_elems: dict[str, list[tuple[int | None, ...]]]
-    """Per tile, the elements read from each input (None: input not read): the region's
-    positions times the channels read (all but for a transpose, ops.input_channels)."""
+    layers: dict[str, LayerTiles]
+    """Each layer's tiles, in the FLG's order."""
+
+    def layer(self, name: str) -> LayerTiles:
+        return self.layers[name]
+
+    @cached_property
+    def produced(self) -> dict[str, list[Region | None]]:
+        """Output region each tile of the layer computes (None: nothing in this tile)."""
+        return {n: t.produced for n, t in self.layers.items()}
+
+    @cached_property
+    def share(self) -> dict[str, list[Region]]:
+        """Even split of the layer's output: the part tile i contributes to the whole
+        ofmap."""
+        return {n: t.share for n, t in self.layers.items()}
+
+    @cached_property
+    def reads(self) -> dict[str, list[tuple[Region | None, ...]]]:
+        """Per tile, the region read from each input (None: input not read)."""
+        return {n: t.reads for n, t in self.layers.items()}
+
+    @cached_property
+    def read_elems(self) -> dict[str, list[tuple[int | None, ...]]]:
+        """Per tile, the elements read from each input (None: input not read): the
+        region's positions times the channels read (all but for a transpose,
+        ops.input_channels)."""
+        return {n: t.read_elems for n, t in self.layers.items()}
 
 
-def tile_flg(workload: Workload, layers: tuple[str, ...], tiling: int) -> FlgTiles:
-    """Back-propagates tile regions from the FLG's consumers to its producers."""
+@dataclass
+class TilingMemo:
+    """What tile_flg memoises across the FLGs of one workload."""
+
+    layers: dict[tuple[tuple[str, ...], TileGrid], LayerTiles] = field(default_factory=dict)
+    """A layer's tiles by (the layer and the FLG's layers after it, grid): they depend only
+    on the grid and on its consumers' tiles inside the FLG, which lie after it."""
+    reads: dict[tuple[str, Region], tuple[tuple[Region | None, ...], tuple[int | None, ...]]
+                ] = field(default_factory=dict)
+    """What an output region of a layer reads from each input: regions and elements."""
+    shares: dict[tuple[TileGrid, int, int], list[Region]] = field(default_factory=dict)
+    """The even split of an (h, w) map by a grid."""
+
+
+def tile_flg(workload: Workload, layers: tuple[str, ...], tiling: int,
+             memo: TilingMemo | None = None) -> FlgTiles:
+    """Back-propagates tile regions from the FLG's consumers to its producers (looking
+    each layer up in `memo` first, and adding it there)."""
     grid = choose_grid(workload, layers, tiling)
-    members = set(layers)
-    batch = workload.batch
-    share = {n: [grid.share(i, batch, workload.layers[n].out.h, workload.layers[n].out.w)
-                 for i in range(grid.count)] for n in layers}
-    produced: dict[str, list[Region | None]] = {}
-    reads: dict[str, list[tuple[Region | None, ...]]] = {}
-    read_elems: dict[str, list[tuple[int | None, ...]]] = {}
-    for name in reversed(layers):
-        inside = [v for v in workload.consumers(name) if v in members]
-        needed_outside = len(inside) < len(workload.consumers(name)) or (
-            name in workload.outputs)
-        regions: list[Region | None] = []
-        for i in range(grid.count):
-            region = share[name][i] if needed_outside or not inside else None
-            for v in inside:
-                lay_v = workload.layers[v]
-                for k, src in enumerate(lay_v.inputs):
-                    if src == name:
-                        r = reads[v][i][k]
-                        if r is not None:
-                            region = r if region is None else region.hull(r)
-            regions.append(region)
-        produced[name] = regions
-        layer = workload.layers[name]
-        in_shapes = workload.in_shapes(name)
-        reads[name] = [
-            tuple(ops.input_region(layer, k, in_shapes, r) for k in range(len(layer.inputs)))
-            if r is not None else (None,) * len(layer.inputs)
-            for r in regions
-        ]
-        read_elems[name] = [
-            tuple(None if rk is None else rk.elems(ops.input_channels(layer, k, in_shapes, r))
-                  for k, rk in enumerate(rs))
-            for r, rs in zip(regions, reads[name], strict=True)
-        ]
-    return FlgTiles(grid, produced, share, reads, read_elems)
+    memo = memo or TilingMemo()
+    found: dict[str, LayerTiles] = {}
+    for j in range(len(layers) - 1, -1, -1):
+        key = (layers[j:], grid)
+        tiles = memo.layers.get(key)
+        if tiles is None:
+            tiles = memo.layers[key] = _tile_layer(workload, layers[j], grid, found, memo)
+        found[layers[j]] = tiles
+    return FlgTiles(grid, {n: found[n] for n in layers})
+
+
+def _tile_layer(workload: Workload, name: str, grid: TileGrid,
+                after: dict[str, LayerTiles], memo: TilingMemo) -> LayerTiles:
+    """The tiles of `name` given those of the FLG's layers after it (`after`)."""
+    layer = workload.layers[name]
+    h, w = layer.out.h, layer.out.w
+    share = memo.shares.get((grid, h, w))
+    if share is None:
+        share = memo.shares[grid, h, w] = [grid.share(i, workload.batch, h, w)
+                                          for i in range(grid.count)]
+    consumers = workload.consumers(name)
+    inside = [v for v in consumers if v in after]
+    needed_outside = len(inside) < len(consumers) or name in workload.outputs
+    regions: list[Region | None] = []
+    for i in range(grid.count):
+        region = share[i] if needed_outside or not inside else None
+        for v in inside:
+            for k, src in enumerate(workload.layers[v].inputs):
+                if src == name:
+                    r = after[v].reads[i][k]
+                    if r is not None:
+                        region = r if region is None else region.hull(r)
+        regions.append(region)
+    none = (None,) * len(layer.inputs)
+    reads = []
+    read_elems = []
+    for r in regions:
+        if r is None:
+            reads.append(none)
+            read_elems.append(none)
+            continue
+        found = memo.reads.get((name, r))
+        if found is None:
+            found = memo.reads[name, r] = _reads(workload, name, r)
+        reads.append(found[0])
+        read_elems.append(found[1])
+    return LayerTiles(regions, share, reads, read_elems)
+
+
+def _reads(workload: Workload, name: str, region: Region
+           ) -> tuple[tuple[Region | None, ...], tuple[int | None, ...]]:
+    """The regions and elements output `region` of `name` reads from each input."""
+    layer = workload.layers[name]
+    in_shapes = workload.in_shapes(name)
+    regions = tuple(ops.input_region(layer, k, in_shapes, region)
+                    for k in range(len(layer.inputs)))
+    return regions, tuple(
+        None if rk is None else rk.elems(ops.input_channels(layer, k, in_shapes, region))
+        for k, rk in enumerate(regions))

@@ -183,13 +183,16 @@ class _Replay:
         weighted = sum(step.bytes * (nxt.time - step.time)
                        for step, nxt in zip(steps, steps[1:], strict=False))
         weighted += steps[-1].bytes * (latency - steps[-1].time)
+        cycles = program.tile_cycles
+        per_tile = sum(step.bytes * cycles[step.tile] for step in steps if step.tile >= 0)
         energy = _energy_by_component(program, latency)
         return SimResult(
             latency_cycles=latency,
             energy_pj=sum(energy.values()),
             energy_by_component=energy,
             peak_buffer_bytes=max(s.bytes for s in steps),
-            avg_buffer_bytes=weighted / latency if latency else float(steps[-1].bytes),
+            avg_buffer_bytes=per_tile / compute if compute else 0.0,
+            time_avg_buffer_bytes=weighted / latency if latency else float(steps[-1].bytes),
             compute_busy=compute / latency if latency else 0.0,
             dram_busy=dram / latency if latency else 0.0,
             stall_cycles=latency - compute,

@@ -62,7 +62,10 @@ class SimResult:
     energy_by_component: dict[str, float]
     peak_buffer_bytes: int
     avg_buffer_bytes: float
-    """Time-weighted over the whole latency."""
+    """SoMa's average (Fig. 6): each tile slot's occupancy weighted by the tile's compute
+    cycles, as the evaluator's."""
+    time_avg_buffer_bytes: float
+    """Occupancy weighted by time over the whole latency, stalls included."""
     compute_busy: float
     dram_busy: float
     stall_cycles: int
