@@ -86,6 +86,10 @@ Found = dict[tuple[str, str, str], tuple[int, str]]
 """(network, hw, batch) -> (least latency found in cycles, the method that found it)."""
 
 
+def _digest(network: str, batch: int) -> str:
+    return zoo.get(network, batch).digest()
+
+
 def best_found(fig6_csvs: list[Path], certificates: list[Path]) -> Found:
     """The least latency per Fig. 6 case of SA stage 2 or auto over the CSVs, lowered by
     any `mipsched solve` certificate of the same case (e.g. a long --method exact run)."""
@@ -99,6 +103,8 @@ def best_found(fig6_csvs: list[Path], certificates: list[Path]) -> Found:
         with path.open() as f:
             for row in csv.DictReader(f):
                 key = (row["network"], row["hw"], row["batch"])
+                if row.get("digest") != _digest(row["network"], int(row["batch"])):
+                    continue  # run on an earlier network of that name
                 for column, method in (("sa2_latency", "sa"), ("auto_latency", "auto")):
                     if row.get(column):
                         offer(key, int(row[column]), method)
@@ -106,7 +112,8 @@ def best_found(fig6_csvs: list[Path], certificates: list[Path]) -> Found:
         cert = json.loads(path.read_text())
         key = (cert["workload"]["name"], cert["hardware"]["name"],
                str(cert["workload"]["batch"]))
-        if key in best and cert.get("incumbent"):
+        if key in best and cert.get("incumbent") and cert["workload"].get("digest") == \
+                _digest(key[0], int(key[2])):
             offer(key, int(cert["incumbent"]["latency_cycles"]),
                   f"{cert['method']} ({cert['time_limit_s']:g} s, {path.parent.name})")
     return best

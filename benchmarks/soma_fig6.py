@@ -61,6 +61,9 @@ class CaseResult:
     note: str = ""
     sa_program_bound: int | None = None
     """bounds.program_bound of SA's LFA: no DLSA of it is faster (ideal, head, tail)."""
+    digest: str = ""
+    """Workload.digest() of the network run: a zoo name's network may change between
+    runs (resnet50 was v1.5 before the zoo took the SoMa reference's networks)."""
 
     @property
     def auto_vs_sa(self) -> float | None:
@@ -99,9 +102,15 @@ class CaseResult:
         return None
 
 
+NO_CAP = 1e9
+"""Seconds passed to solve() for "no time limit" (solve's own default is its 60 s budget),
+so that SA runs SoMa's iteration counts to the end."""
+
+
 def run_case(net: str, hw_name: str, batch: int, time_limit: float | None,
              seed: int, with_auto: bool = False) -> CaseResult:
     wl = zoo.get(net, batch)
+    time_limit = NO_CAP if time_limit is None else time_limit
     hw = load_hardware(hw_name)
     notes = []
     t = time.perf_counter()
@@ -142,7 +151,7 @@ def run_case(net: str, hw_name: str, batch: int, time_limit: float | None,
         s2.program.ideal_cycles if s2 else None, s2.program.n_tiles if s2 else None,
         len(s2.lfa.dram_cuts) + 1 if s2 else None, len(s2.lfa.flc) + 1 if s2 else None,
         sa_s, auto_latency, auto_edp, auto_s, "; ".join(notes),
-        program_bound(s2.program) if s2 else None)
+        program_bound(s2.program) if s2 else None, wl.digest())
 
 
 def _f(x, fmt: str) -> str:
@@ -270,7 +279,7 @@ def read_csv(path: Path) -> list[CaseResult]:
         for row in csv.DictReader(f):
             values = {}
             for name, kind in kinds.items():
-                text = row[name]
+                text = row.get(name, "")
                 if kind == "str":
                     values[name] = text
                 elif text == "":

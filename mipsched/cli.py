@@ -183,8 +183,9 @@ def solve_cmd(
                                             "result) [default: 60]."),
     gap: float | None = typer.Option(None, "--gap", min=0.0, max=0.99, help="Stop once the "
                                      "certified latency gap (latency - bound) / latency is "
-                                     "at most this [default: 0.01 for auto and cpsat, 0 "
-                                     "(run to the end or the time limit) otherwise]."),
+                                     "at most this [default: 0.01 for auto and cpsat "
+                                     "without --time-limit, else 0 (run to the end or "
+                                     "the time limit)]."),
     workers: int | None = typer.Option(None, "--workers", min=1,
                                        help="CP-SAT threads [default: all cores]."),
     window_tiles: int = typer.Option(WindowSettings.tiles, "--window-tiles", min=1,
@@ -585,23 +586,25 @@ def zoo_cmd(
     batch: int = typer.Option(1, "--batch", min=1, help="Batch size for the totals."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON list only."),
 ) -> None:
-    """List the built-in networks with MACs, weights and layer counts."""
+    """List the built-in networks with MACs, weights, layer counts and where each comes
+    from (the names SoMa uses are the SoMa reference's own networks)."""
 
     def body() -> None:
         rows = []
         for name in zoo.NETWORKS:
             wl = zoo.get(name, batch)
             rows.append({"name": name, "layers": len(wl.layers), "total_macs": wl.total_macs,
-                         "weight_bytes": wl.total_weight_bytes, "batch": batch})
+                         "weight_bytes": wl.total_weight_bytes, "batch": batch,
+                         "source": zoo.describe(name)})
         if as_json:
             _emit_json(rows)
             return
         table = Table(title=f"mipsched zoo (batch {batch})")
-        for col in ("network", "layers", "GMACs", "weights (MB)"):
-            table.add_column(col, justify="left" if col == "network" else "right")
+        for col in ("network", "layers", "GMACs", "weights (MB)", "source"):
+            table.add_column(col, justify="left" if col in ("network", "source") else "right")
         for r in rows:
             table.add_row(r["name"], str(r["layers"]), f"{r['total_macs'] / 1e9:.3f}",
-                          f"{r['weight_bytes'] / 1e6:.2f}")
+                          f"{r['weight_bytes'] / 1e6:.2f}", r["source"])
         console.print(table)
 
     _run(body)

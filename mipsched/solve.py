@@ -68,9 +68,10 @@ from mipsched.workload.graph import Workload
 #: Seconds a run may take when no --time-limit is given: the default budget, which a
 #: method with a gap target (DEFAULT_GAPS) leaves as soon as it reaches that target.
 DEFAULT_TIME_LIMIT = 60.0
-#: Certified latency gap, (latency - bound) / latency, at which a method stops by
-#: default; the methods not named run their own course (gap 0: exact proves optimality,
-#: the others are the comparison baselines).
+#: Certified latency gap, (latency - bound) / latency, at which a method stops under the
+#: default budget (with --time-limit the default gap is 0: the time given is used); the
+#: methods not named run their own course (gap 0: exact proves optimality, the others
+#: are the comparison baselines).
 DEFAULT_GAPS = {"auto": 0.01, "cpsat": 0.01}
 #: Kept back from --time-limit for what follows the search: replaying the schedule in
 #: the simulator, the certificate, writing schedule.json and program.json, exiting.
@@ -214,7 +215,8 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
     The run ends by `started` (time.perf_counter(); default: now) + `time_limit`
     seconds (default DEFAULT_TIME_LIMIT), its search by that less the reserve for the
     replay and the caller's files (reserve_seconds). `gap`: stop once the certified
-    latency gap to the network bound is at most this (default DEFAULT_GAPS, else 0)."""
+    latency gap to the network bound is at most this (default: DEFAULT_GAPS without a
+    `time_limit`, else 0)."""
     if method not in METHODS:
         raise InputError(f"unknown method '{method}' (available: {', '.join(METHODS)})")
     if objective not in OBJECTIVES:
@@ -224,7 +226,8 @@ def solve(workload: Workload, hw: Hardware, method: str = "baseline", seed: int 
     started = time.perf_counter() if started is None else started
     limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     deadline = search_deadline(started, limit)
-    gap = DEFAULT_GAPS.get(method, 0.0) if gap is None else gap
+    if gap is None:  # a time limit given is time to use; the default budget stops early
+        gap = DEFAULT_GAPS.get(method, 0.0) if time_limit is None else 0.0
     trail = Trail(started=started)
     bound = network_latency_bound(workload, hw)
     target = target_latency(bound.cycles, gap)

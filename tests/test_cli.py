@@ -68,7 +68,9 @@ def test_zoo_and_hw_json() -> None:
     rows = json.loads(zoo.stdout)
     by_name = {r["name"]: r for r in rows}
     assert by_name["resnet50"]["layers"] == 72
-    assert {"name", "layers", "total_macs", "weight_bytes"} <= set(rows[0])
+    assert {"name", "layers", "total_macs", "weight_bytes", "source"} <= set(rows[0])
+    assert by_name["resnet50"]["source"].startswith("SoMa reference network")
+    assert by_name["resnet50_v1_5"]["source"].startswith("torchvision-style")
     hw = run("hw", "--json")
     presets = {h["name"]: h for h in json.loads(hw.stdout)}
     assert presets["edge"]["gbuf"]["capacity_bytes"] == 8 * 2**20

@@ -208,6 +208,8 @@ def test_default_budget_and_gaps() -> None:
     assert base.time_limit == DEFAULT_TIME_LIMIT and base.gap_target == 0.0
     assert base.target_latency is None and base.stopped_by == "search_end"
     assert DEFAULT_GAPS == {"auto": 0.01, "cpsat": 0.01}
+    assert solve(wl, EDGE, "auto", workers=1).gap_target == 0.01
+    assert solve(wl, EDGE, "auto", time_limit=5, workers=1).gap_target == 0.0
     with pytest.raises(InputError, match="--gap"):
         solve(wl, EDGE, "auto", gap=1.0)
 

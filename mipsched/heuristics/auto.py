@@ -1,8 +1,12 @@
 """The CP-SAT pipelines behind `--method auto` and `--method cpsat` on a network.
 
-- auto: SoMa's SA for a share of the budget; then the LFA segment model with SA's LFA as
-  incumbent (never worse than it); then the exact DLSA model on SA's best program and on
-  the LFA model's (if it found a better LFA), each hinted with its current DLSA. The best
+- auto: SoMa's SA for a share of the budget; then the LFA annealed again with every
+  candidate timed under its prefetching DLSA (prefetch_anneal), from SA's best; then the
+  LFA segment model with the best LFA so far as incumbent (never worse than it); then the
+  exact DLSA model on that program and on the LFA model's (if it found a better LFA),
+  each hinted with its current DLSA. Time left over goes to further prefetch-scored
+  annealing from the best schedule, each new best polished by the DLSA model, until
+  one finds nothing better (prefetch_anneal.PATIENCE passes in a row). The best
   schedule by the objective is kept, so auto is never worse than its own SA run.
 - cpsat: the LFA model from the unfused schedule, then the DLSA model on its LFA.
 - exact: SA for a share of the budget as the incumbent, then the exact branch and bound
@@ -17,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import time
 from typing import Any
 
@@ -27,6 +32,7 @@ from mipsched.formulations.exact import MAX_LAYERS, exact_search
 from mipsched.formulations.lfa import solve_lfa
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.common import Candidate, MethodResult, SearchOptions
+from mipsched.heuristics.prefetch_anneal import anneal_prefetched
 from mipsched.heuristics.soma_sa import soma_sa
 from mipsched.schedule.lowering import Lowerer
 
@@ -37,6 +43,13 @@ LFA_SHARE = 0.15
 the DLSA model)."""
 MODEL_SECONDS = 30.0
 """Each model's time when no --time-limit is given."""
+PREFETCH_SHARE = 0.5
+"""Share of the time left after SA given to the prefetch-scored LFA annealing."""
+POLISH_SHARE = 0.7
+"""In the passes on time left over, the annealing's share (the DLSA model gets the
+rest when the annealing found a better schedule)."""
+POLISH_MIN_SECONDS = 1.0
+"""Time left below which auto ends instead of starting another pass."""
 
 
 def _left(deadline: float | None, share_of_rest: float = 1.0) -> float:
@@ -108,20 +121,48 @@ def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     return refine(lowerer, sa, options, deadline)
 
 
+def _prefetch_step(lowerer: Lowerer, start: Candidate, options: SearchOptions,
+                   until: float | None, seed: int) -> Candidate | None:
+    """The prefetch-scored annealing's best from `start`'s LFA, until `until`
+    (perf_counter; None: one pass), if better than `start` by the objective."""
+    if options.stop.is_set() or _reached(options, start):
+        return None
+    found, _ = anneal_prefetched(lowerer, start.lfa, options, until, random.Random(seed))
+    cost = options.objective.cost
+    if found is None or cost(found.evaluation) >= cost(start.evaluation):
+        return None
+    offer(options, found)
+    return found
+
+
 def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
            deadline: float | None) -> MethodResult:
-    """auto after its SA run: the LFA model, then the DLSA model on the finalists; never
-    worse than `sa` under the objective. Without a deadline each model gets
-    MODEL_SECONDS. Stops once a schedule reaches `options.target_latency`."""
+    """auto after its SA run: the prefetch-scored annealing, the LFA model, then the DLSA
+    model on the finalists, then passes on the time left; never worse than `sa` under the
+    objective. Without a deadline each model gets MODEL_SECONDS and the annealing one
+    pass. Stops once a schedule reaches `options.target_latency`."""
     models: list[dict[str, Any]] = []
+    cost = options.objective.cost
+    until = None if deadline is None else time.perf_counter() + _left(deadline, PREFETCH_SHARE)
+    start = _prefetch_step(lowerer, sa.best, options, until, options.seed) or sa.best
     lfa_limit = (MODEL_SECONDS if deadline is None or options.time_limit is None
                  else LFA_SHARE * options.time_limit)
-    from_lfa = _lfa_step(lowerer, sa.best, options, min(lfa_limit, _left(deadline)), models)
-    first = _dlsa_step(sa.best, options, _left(deadline, 0.5 if from_lfa else 1.0), models)
+    from_lfa = _lfa_step(lowerer, start, options, min(lfa_limit, _left(deadline)), models)
+    first = _dlsa_step(start, options, _left(deadline, 0.5 if from_lfa else 1.0), models)
     finalists = [first]
     if from_lfa is not None and not _reached(options, first):
         finalists.append(_dlsa_step(from_lfa, options, _left(deadline), models))
-    best = min(finalists, key=lambda c: options.objective.cost(c.evaluation))
+    best = min(finalists, key=lambda c: cost(c.evaluation))
+    passes = 0
+    while deadline is not None and _left(deadline) > POLISH_MIN_SECONDS and \
+            not options.stop.is_set() and not _reached(options, best):
+        passes += 1
+        until = time.perf_counter() + _left(deadline, POLISH_SHARE)
+        more = _prefetch_step(lowerer, best, options, until, options.seed + passes)
+        if more is None:  # its passes ran out of patience: more of them rarely help
+            break
+        polished = _dlsa_step(more, options, _left(deadline), models)
+        best = min((best, polished), key=lambda c: cost(c.evaluation))
     stages = dict(sa.stages) if best is sa.best else {**sa.stages, "cpsat": best}
     return MethodResult(best, stages, sa.evaluations, models)
 

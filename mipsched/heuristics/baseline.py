@@ -85,7 +85,7 @@ def single_flg_start(lowerer: Lowerer, objective: Objective, order: tuple[str, .
     when none fits. Every weight is then loaded once and every fmap stays on chip
     between its producer and its consumers; at tiling 1 that is layer by layer with no
     DRAM traffic for fmaps, at tiling = batch one sample at a time through the whole
-    net (randwire_small/edge/b16: 4.5 M cycles against the unfused start's 29 M)."""
+    net (randwire_ws_small/edge/b16: 4.5 M cycles against the unfused start's 29 M)."""
     best: Candidate | None = None
     tiling = 1
     while tiling <= SINGLE_FLG_MAX_TILING and (deadline is None

@@ -37,7 +37,7 @@ class SaSettings:
     stage1_share: float = 0.5
     """Under a time limit, the share of the remaining time stage 1 may use, so that
     stage 2 always runs. (Sharing the time among several allocator rounds instead was
-    measured worse: randwire_small/edge/b16 in 120 s, 7.14 M cycles over 3 rounds against
+    measured worse: randwire_ws_small/edge/b16 in 120 s, 7.14 M cycles over 3 rounds against
     6.70 M from one, as stage 1 at a quarter of the time finds poorer LFAs.)"""
     cooling: Cooling = field(default_factory=Cooling)
     """Stage 1's annealing schedule."""

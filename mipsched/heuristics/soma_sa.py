@@ -5,7 +5,7 @@
   rejected. It starts from SoMa's start, the unfused schedule with the smallest tiling
   that fits, or from the single-FLG start (the whole order one FLG, baseline.
   single_flg_start) when that costs less. (A departure from the paper: on
-  randwire_small/edge/b16 the paper's start led stage 1 to a 3-LG LFA whose best DLSA is
+  randwire_ws_small/edge/b16 the paper's start led stage 1 to a 3-LG LFA whose best DLSA is
   42 % above its ideal, 6.1 M cycles; the single-FLG start, 4.5 M before any search, is
   one no run of 25,500 moves reached from the unfused one.)
 - Stage 2 anneals the DLSA of stage 1's best LFA (dlsa_search) for N = 1000 × DRAM tensors
@@ -21,6 +21,10 @@
   from its own random stream and a second round at the whole buffer runs beside the
   first, so the trajectory differs from one worker's, which runs the rounds in order on
   one stream.
+soma_sa returns the best round's stage-2 schedule, or stage 1's start with its prefetching
+DLSA if that is better (stage 1 may leave a start whose DLSA stage 2 would have improved
+most: on the reference's randwire_small / cloud / b1 the single-FLG start, prefetched,
+is the reference's 61,296 cycles, the rounds' best 61,337).
 Deterministic for a seed: one worker finds the serial allocator's schedules, any number
 of workers above one the parallel allocator's. At the deadline, on Ctrl-C and once the
 best schedule reaches SearchOptions.target_latency, every loop stops and the best so far
@@ -62,10 +66,13 @@ __all__ = ["SaRound", "SaRun", "SaSettings", "anneal_lfa", "initial_lfa", "run_s
 
 @dataclass(frozen=True)
 class SaRun:
-    """Every allocator round, in order, and the best one."""
+    """Every allocator round, in order, and the best one; `start` is stage 1's start
+    with its greedy prefetching DLSA where that is faster, a schedule soma_sa returns
+    when no round beats it."""
 
     rounds: list[SaRound]
     best: SaRound
+    start: Candidate
 
     @property
     def evaluations(self) -> int:
@@ -78,8 +85,10 @@ def soma_sa(lowerer: Lowerer, options: SearchOptions,
     """The SoMa search; stages of the best round are reported as 'stage1' / 'stage2'.
     Ctrl-C ends it with the best so far."""
     run = run_sa(lowerer, options, settings)
-    return MethodResult(run.best.stage2, {"stage1": run.best.stage1,
-                                          "stage2": run.best.stage2}, run.evaluations)
+    cost = options.objective.cost
+    best = run.best.stage2 if cost(run.best.stage2.evaluation) <= cost(
+        run.start.evaluation) else run.start
+    return MethodResult(best, {"stage1": run.best.stage1, "stage2": best}, run.evaluations)
 
 
 def run_sa(lowerer: Lowerer, options: SearchOptions,
@@ -89,15 +98,21 @@ def run_sa(lowerer: Lowerer, options: SearchOptions,
     with stop_on_ctrl_c(options.stop), fewer_full_collections():
         deadline = options.deadline()
         start = initial_lfa(lowerer, options, lowerer.hw.gbuf.capacity_bytes, deadline)
+        prefetched = with_prefetch(start)
+        if options.trail is not None:
+            options.trail.offer(prefetched.evaluation.latency_cycles,
+                                options.objective.cost(prefetched.evaluation))
         workers = sa_workers(options)
-        if workers > 1:
+        if options.reached(prefetched.evaluation.latency_cycles):
+            rounds = []
+        elif workers > 1:
             rounds = run_parallel(lowerer, options, settings, start, workers, deadline)
         else:
             rounds = _serial_rounds(lowerer, options, settings, start, deadline)
     if not rounds:  # the time ran out before a round ended: the start is the best
         rounds = [SaRound(lowerer.hw.gbuf.capacity_bytes, start, start, 0, 0, 0.0, 0.0)]
     costs = [options.objective.cost(r.stage2.evaluation) for r in rounds]
-    return SaRun(rounds, rounds[costs.index(min(costs))])
+    return SaRun(rounds, rounds[costs.index(min(costs))], prefetched)
 
 
 def sa_workers(options: SearchOptions) -> int:

@@ -1,0 +1,109 @@
+"""LFA annealing scored as stage 2 will see it: every candidate LFA timed with its greedy
+prefetching DLSA (schedule.prefetch_dlsa) instead of SoMa's double buffering.
+
+SoMa's stage 1 ranks LFAs by their latency under the default DLSA, which charges every
+weight load right before its layer. Which LFA is best *after* stage 2 often differs: on
+the reference's GPT-2 small prefill (edge, batch 1) every LFA SA ends with is
+compute-bound in its ideal (568,320 cycles), yet the best DLSA of SA's LFA is 666,624
+cycles, and the reference's 649,728 comes from an order that runs the per-head K
+convolutions (49 kB of weights each) first, so the big Q and V weights load while
+they compute. Timing candidates with the prefetching DLSA sees that; from SA's best LFA
+this search reaches 646,656 there in 3,800 moves (3 s).
+
+A candidate whose default DLSA overflows the buffer is still scored when its tight DLSA
+(every load at its first use) fits, since some DLSA then fits; the prefetching DLSA grows
+from whichever fits. Passes of `LFA_FACTOR` x layers moves repeat from the best LFA so
+far (re-heated) until PATIENCE passes in a row find nothing better, the deadline,
+Ctrl-C or the target latency.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+from mipsched.evaluate import buffer_profile, evaluate, latency
+from mipsched.heuristics.annealing import Cooling, Progress
+from mipsched.heuristics.common import Candidate, SearchOptions
+from mipsched.heuristics.lfa_moves import propose
+from mipsched.schedule.default_dlsa import default_dlsa
+from mipsched.schedule.lowering import Lowerer
+from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
+from mipsched.schedule.prefetch_dlsa import prefetch_dlsa, tight_dlsa
+from mipsched.schedule.tile_program import TileProgram
+
+LFA_FACTOR = 100
+"""Moves per pass per layer, as SoMa's stage 1."""
+PATIENCE = 2
+"""Passes in a row without a better schedule after which the search ends."""
+
+
+def prefetched(lowerer: Lowerer, lfa: Lfa) -> tuple[TileProgram, Dlsa, int] | None:
+    """`lfa` lowered, its greedy prefetching DLSA and that DLSA's latency (cycles); None
+    when the LFA cannot be lowered or no DLSA of it fits the buffer."""
+    try:
+        program = lowerer.lower(lfa, check=False)
+    except ScheduleError:
+        return None
+    capacity = program.buffer_capacity_bytes
+    start = default_dlsa(program)
+    if max(buffer_profile(program, start)) > capacity:
+        start = tight_dlsa(program)
+        if max(buffer_profile(program, start)) > capacity:
+            return None
+    dlsa = prefetch_dlsa(program, start)
+    return program, dlsa, latency(program, dlsa)
+
+
+def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
+                      deadline: float | None, rng: random.Random,
+                      cooling: Cooling | None = None) -> tuple[Candidate | None, int]:
+    """The best candidate (LFA with its prefetching DLSA) found from `start`, by the
+    objective, and the number of LFAs scored. Without a deadline, one pass; None if
+    `start` has no DLSA that fits."""
+    cooling = cooling or Cooling()
+    objective = options.objective
+    graph = lowerer.workload.graph
+    static = lowerer.hw.static_pj_per_cycle
+    first = prefetched(lowerer, start)
+    if first is None:
+        return None, 0
+    program, dlsa, lat = first
+    best = (start, program, dlsa)
+    best_cost = objective.cost_of(program.energy_pj + static * lat, lat)
+    best_latency = lat
+    iterations = LFA_FACTOR * len(lowerer.workload.layers)
+    scored = misses = 0
+    while not _over(options, deadline, best_latency) and misses < PATIENCE:
+        current, cost = best[0], best_cost
+        cost_before = best_cost
+        progress = Progress(iterations, deadline)
+        scored_before = scored
+        for n in range(iterations):
+            if _over(options, deadline, best_latency):
+                break
+            lfa = propose(current, graph, rng)
+            if lfa is None:
+                continue
+            found = prefetched(lowerer, lfa)
+            scored += 1
+            if found is None:
+                continue
+            program, dlsa, lat = found
+            new_cost = objective.cost_of(program.energy_pj + static * lat, lat)
+            if cooling.accept(cost, new_cost, progress.at(n), rng):
+                current, cost = lfa, new_cost
+                if cost < best_cost:
+                    best, best_cost, best_latency = (lfa, program, dlsa), cost, lat
+                    if options.trail is not None:
+                        options.trail.offer(lat, cost)
+        if deadline is None or scored == scored_before:  # one pass, or no move applies
+            break
+        misses = misses + 1 if best_cost >= cost_before else 0
+    lfa, program, dlsa = best
+    return Candidate(lfa, program, dlsa, evaluate(program, dlsa, check=False)), scored
+
+
+def _over(options: SearchOptions, deadline: float | None, best_latency: int) -> bool:
+    return (deadline is not None and time.perf_counter() > deadline) or \
+        options.stop.is_set() or options.reached(best_latency)
