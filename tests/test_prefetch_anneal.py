@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,7 +14,12 @@ from hypothesis import strategies as st
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.common import SearchOptions
-from mipsched.heuristics.prefetch_anneal import anneal_prefetched, prefetched
+from mipsched.heuristics.prefetch_anneal import (
+    WORKER_GRACE_S,
+    anneal_prefetched,
+    anneal_prefetched_chains,
+    prefetched,
+)
 from mipsched.heuristics.sa_stages import with_prefetch
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
@@ -67,3 +73,21 @@ def test_finds_an_order_that_hides_the_weight_loads_on_gpt2_prefill() -> None:
     sim = simulate(best.program, best.dlsa)
     assert sim.latency_cycles == best.evaluation.latency_cycles
     assert sim.peak_buffer_bytes <= EDGE.gbuf.capacity_bytes
+
+
+def test_chains_in_worker_processes_return_the_best_of_all() -> None:
+    """Two chains (one forked) until a deadline: the result is never worse than the
+    start under its prefetching DLSA, ends by the deadline plus the grace, and replays."""
+    lowerer = Lowerer(get("resblock", 2), EDGE)
+    start = unfused_baseline(lowerer).best.lfa
+    options = SearchOptions(seed=0)
+    until = time.perf_counter() + 1.0
+    both = anneal_prefetched_chains(lowerer, start, options, until, 7, 2)
+    first = prefetched(lowerer, start)
+    assert both is not None and first is not None
+    program, _, latency = first
+    assert options.objective.cost(both.evaluation) <= options.objective.cost_of(
+        program.energy_pj, latency)
+    assert time.perf_counter() < until + WORKER_GRACE_S + 0.5
+    sim = simulate(both.program, both.dlsa)
+    assert sim.latency_cycles == both.evaluation.latency_cycles

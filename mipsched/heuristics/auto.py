@@ -32,8 +32,8 @@ from mipsched.formulations.exact import MAX_LAYERS, exact_search
 from mipsched.formulations.lfa import solve_lfa
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.common import Candidate, MethodResult, SearchOptions
-from mipsched.heuristics.prefetch_anneal import anneal_prefetched
-from mipsched.heuristics.soma_sa import soma_sa
+from mipsched.heuristics.prefetch_anneal import anneal_prefetched, anneal_prefetched_chains
+from mipsched.heuristics.soma_sa import sa_workers, soma_sa
 from mipsched.schedule.lowering import Lowerer
 
 SA_SHARE = 0.6
@@ -127,7 +127,11 @@ def _prefetch_step(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     (perf_counter; None: one pass), if better than `start` by the objective."""
     if options.stop.is_set() or _reached(options, start):
         return None
-    found, _ = anneal_prefetched(lowerer, start.lfa, options, until, random.Random(seed))
+    chains = 1 if until is None else sa_workers(options)
+    if chains > 1:  # independent chains on the other CPUs
+        found = anneal_prefetched_chains(lowerer, start.lfa, options, until, seed, chains)
+    else:
+        found, _ = anneal_prefetched(lowerer, start.lfa, options, until, random.Random(seed))
     cost = options.objective.cost
     if found is None or cost(found.evaluation) >= cost(start.evaluation):
         return None
@@ -158,7 +162,7 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
             not options.stop.is_set() and not _reached(options, best):
         passes += 1
         until = time.perf_counter() + _left(deadline, POLISH_SHARE)
-        more = _prefetch_step(lowerer, best, options, until, options.seed + passes)
+        more = _prefetch_step(lowerer, best, options, until, options.seed + 100 * passes)
         if more is None:  # its passes ran out of patience: more of them rarely help
             break
         polished = _dlsa_step(more, options, _left(deadline), models)

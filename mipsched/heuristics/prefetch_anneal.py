@@ -19,8 +19,14 @@ Ctrl-C or the target latency.
 
 from __future__ import annotations
 
+import dataclasses
+import multiprocessing
+import os
 import random
+import signal
+import threading
 import time
+from multiprocessing.connection import Connection
 
 from mipsched.evaluate import buffer_profile, evaluate, latency
 from mipsched.heuristics.annealing import Cooling, Progress
@@ -107,3 +113,68 @@ def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
 def _over(options: SearchOptions, deadline: float | None, best_latency: int) -> bool:
     return (deadline is not None and time.perf_counter() > deadline) or \
         options.stop.is_set() or options.reached(best_latency)
+
+
+def anneal_prefetched_chains(lowerer: Lowerer, start: Lfa, options: SearchOptions,
+                             until: float, seed: int, chains: int) -> Candidate | None:
+    """`chains` independent runs of anneal_prefetched from `start` until `until`
+    (perf_counter), seeds seed, seed + 1, ...: the first in this process, the others in
+    forked worker processes; the best by the objective (None if `start` has no DLSA that
+    fits). A worker that fails or does not answer by `until` + WORKER_GRACE_S is ignored."""
+    workers = [_Chain(lowerer, start, options, until, seed + k) for k in range(1, chains)]
+    found, _ = anneal_prefetched(lowerer, start, options, until, random.Random(seed))
+    candidates = [] if found is None else [found]
+    for worker in workers:
+        lfa = worker.result(until + WORKER_GRACE_S)
+        if lfa is not None and (other := prefetched(lowerer, lfa)) is not None:
+            program, dlsa, _ = other
+            candidates.append(Candidate(lfa, program, dlsa,
+                                        evaluate(program, dlsa, check=False)))
+    return min(candidates, key=lambda c: options.objective.cost(c.evaluation), default=None)
+
+
+WORKER_GRACE_S = 0.5
+"""How long past the deadline the parent waits for a worker's answer (seconds)."""
+
+
+class _Chain:
+    """One annealing chain in a forked process; sends back its best LFA (or None)."""
+
+    def __init__(self, lowerer: Lowerer, start: Lfa, options: SearchOptions, until: float,
+                 seed: int) -> None:
+        context = multiprocessing.get_context("fork")
+        self.conn, child = context.Pipe(duplex=False)
+        self.process = context.Process(target=_run_chain, name="mipsched-prefetch",
+                                       args=(child, lowerer, start, options, until, seed),
+                                       daemon=True)
+        self.process.start()
+        child.close()
+
+    def result(self, wait_until: float) -> Lfa | None:
+        """The chain's best LFA, or None if it has none or gives none by `wait_until`."""
+        try:
+            if self.conn.poll(max(wait_until - time.perf_counter(), 0.0)):
+                return self.conn.recv()
+            return None
+        except (EOFError, OSError):
+            return None
+        finally:
+            if self.process.is_alive():
+                self.process.terminate()
+            self.process.join()
+            self.conn.close()
+
+
+def _run_chain(conn: Connection, lowerer: Lowerer, start: Lfa, options: SearchOptions,
+               until: float, seed: int) -> None:
+    """A worker: anneals until `until` (Ctrl-C ends it with its best) and sends the best
+    LFA, or None."""
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    local = dataclasses.replace(options, stop=stop, trail=None)
+    try:
+        found, _ = anneal_prefetched(lowerer, start, local, until, random.Random(seed))
+        conn.send(None if found is None else found.lfa)
+    finally:
+        conn.close()
+        os._exit(0)
