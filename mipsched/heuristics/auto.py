@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import random
 import time
 from typing import Any
 
@@ -32,7 +31,7 @@ from mipsched.formulations.exact import MAX_LAYERS, exact_search
 from mipsched.formulations.lfa import solve_lfa
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.common import Candidate, MethodResult, SearchOptions
-from mipsched.heuristics.prefetch_anneal import anneal_prefetched, anneal_prefetched_chains
+from mipsched.heuristics.prefetch_anneal import anneal_prefetched_chains
 from mipsched.heuristics.soma_sa import sa_workers, soma_sa
 from mipsched.schedule.lowering import Lowerer
 
@@ -127,11 +126,8 @@ def _prefetch_step(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     (perf_counter; None: one pass), if better than `start` by the objective."""
     if options.stop.is_set() or _reached(options, start):
         return None
-    chains = 1 if until is None else sa_workers(options)
-    if chains > 1:  # independent chains on the other CPUs
-        found = anneal_prefetched_chains(lowerer, start.lfa, options, until, seed, chains)
-    else:
-        found, _ = anneal_prefetched(lowerer, start.lfa, options, until, random.Random(seed))
+    found = anneal_prefetched_chains(lowerer, start.lfa, options, until, seed,
+                                     sa_workers(options))
     cost = options.objective.cost
     if found is None or cost(found.evaluation) >= cost(start.evaluation):
         return None

@@ -119,6 +119,12 @@ class SearchOptions:
         """perf_counter() value at which the search must stop."""
         return None if self.time_limit is None else time.perf_counter() + self.time_limit
 
+    def should_stop(self, deadline: float | None, best_latency: int) -> bool:
+        """Whether a search whose best so far has `best_latency` cycles must end now:
+        past `deadline` (perf_counter; None: none), on Ctrl-C, or at the target."""
+        return (deadline is not None and time.perf_counter() > deadline) or \
+            self.stop.is_set() or self.reached(best_latency)
+
 
 @contextlib.contextmanager
 def stop_on_ctrl_c(stop: threading.Event) -> Iterator[None]:

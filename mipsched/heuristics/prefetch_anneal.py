@@ -53,11 +53,13 @@ def prefetched(lowerer: Lowerer, lfa: Lfa) -> tuple[TileProgram, Dlsa, int] | No
         return None
     capacity = program.buffer_capacity_bytes
     start = default_dlsa(program)
-    if max(buffer_profile(program, start)) > capacity:
+    occupancy = buffer_profile(program, start)
+    if max(occupancy) > capacity:
         start = tight_dlsa(program)
-        if max(buffer_profile(program, start)) > capacity:
+        occupancy = buffer_profile(program, start)
+        if max(occupancy) > capacity:
             return None
-    dlsa = prefetch_dlsa(program, start)
+    dlsa = prefetch_dlsa(program, start, occupancy)
     return program, dlsa, latency(program, dlsa)
 
 
@@ -68,25 +70,30 @@ def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
     objective, and the number of LFAs scored. Without a deadline, one pass; None if
     `start` has no DLSA that fits."""
     cooling = cooling or Cooling()
-    objective = options.objective
     graph = lowerer.workload.graph
     static = lowerer.hw.static_pj_per_cycle
+
+    def cost_of(program: TileProgram, latency_cycles: int) -> float:
+        """The objective, with the energy evaluate() gives (static power included)."""
+        return options.objective.cost_of(program.energy_pj + static * latency_cycles,
+                                         latency_cycles)
+
     first = prefetched(lowerer, start)
     if first is None:
         return None, 0
     program, dlsa, lat = first
     best = (start, program, dlsa)
-    best_cost = objective.cost_of(program.energy_pj + static * lat, lat)
+    best_cost = cost_of(program, lat)
     best_latency = lat
     iterations = LFA_FACTOR * len(lowerer.workload.layers)
     scored = misses = 0
-    while not _over(options, deadline, best_latency) and misses < PATIENCE:
+    while not options.should_stop(deadline, best_latency) and misses < PATIENCE:
         current, cost = best[0], best_cost
         cost_before = best_cost
         progress = Progress(iterations, deadline)
         scored_before = scored
         for n in range(iterations):
-            if _over(options, deadline, best_latency):
+            if options.should_stop(deadline, best_latency):
                 break
             lfa = propose(current, graph, rng)
             if lfa is None:
@@ -96,7 +103,7 @@ def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
             if found is None:
                 continue
             program, dlsa, lat = found
-            new_cost = objective.cost_of(program.energy_pj + static * lat, lat)
+            new_cost = cost_of(program, lat)
             if cooling.accept(cost, new_cost, progress.at(n), rng):
                 current, cost = lfa, new_cost
                 if cost < best_cost:
@@ -110,22 +117,19 @@ def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
     return Candidate(lfa, program, dlsa, evaluate(program, dlsa, check=False)), scored
 
 
-def _over(options: SearchOptions, deadline: float | None, best_latency: int) -> bool:
-    return (deadline is not None and time.perf_counter() > deadline) or \
-        options.stop.is_set() or options.reached(best_latency)
-
-
 def anneal_prefetched_chains(lowerer: Lowerer, start: Lfa, options: SearchOptions,
-                             until: float, seed: int, chains: int) -> Candidate | None:
+                             until: float | None, seed: int, chains: int) -> Candidate | None:
     """`chains` independent runs of anneal_prefetched from `start` until `until`
-    (perf_counter), seeds seed, seed + 1, ...: the first in this process, the others in
-    forked worker processes; the best by the objective (None if `start` has no DLSA that
-    fits). A worker that fails or does not answer by `until` + WORKER_GRACE_S is ignored."""
-    workers = [_Chain(lowerer, start, options, until, seed + k) for k in range(1, chains)]
+    (perf_counter; None: one pass, in this process only), seeds seed, seed + 1, ...: the
+    first in this process, the others in forked worker processes; the best by the
+    objective (None if `start` has no DLSA that fits). A worker that fails or does not
+    answer by `until` + WORKER_GRACE_S is ignored."""
+    workers = [] if until is None else [
+        _Chain(lowerer, start, options, until, seed + k) for k in range(1, chains)]
     found, _ = anneal_prefetched(lowerer, start, options, until, random.Random(seed))
     candidates = [] if found is None else [found]
     for worker in workers:
-        lfa = worker.result(until + WORKER_GRACE_S)
+        lfa = worker.result()
         if lfa is not None and (other := prefetched(lowerer, lfa)) is not None:
             program, dlsa, _ = other
             candidates.append(Candidate(lfa, program, dlsa,
@@ -142,6 +146,7 @@ class _Chain:
 
     def __init__(self, lowerer: Lowerer, start: Lfa, options: SearchOptions, until: float,
                  seed: int) -> None:
+        self.until = until
         context = multiprocessing.get_context("fork")
         self.conn, child = context.Pipe(duplex=False)
         self.process = context.Process(target=_run_chain, name="mipsched-prefetch",
@@ -150,10 +155,12 @@ class _Chain:
         self.process.start()
         child.close()
 
-    def result(self, wait_until: float) -> Lfa | None:
-        """The chain's best LFA, or None if it has none or gives none by `wait_until`."""
+    def result(self) -> Lfa | None:
+        """The chain's best LFA, or None if it has none or gives none by its deadline
+        plus WORKER_GRACE_S."""
         try:
-            if self.conn.poll(max(wait_until - time.perf_counter(), 0.0)):
+            wait = self.until + WORKER_GRACE_S - time.perf_counter()
+            if self.conn.poll(max(wait, 0.0)):
                 return self.conn.recv()
             return None
         except (EOFError, OSError):

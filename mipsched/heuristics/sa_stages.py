@@ -83,8 +83,7 @@ def anneal_lfa(lowerer: Lowerer, start: Candidate, options: SearchOptions, buffe
     evaluated = 0
     progress = Progress(iterations, deadline)
     for n in range(iterations):
-        if (deadline is not None and time.perf_counter() > deadline) or \
-                options.stop.is_set() or options.reached(best_latency):
+        if options.should_stop(deadline, best_latency):
             break
         lfa = propose(current, graph, rng)
         if lfa is None:

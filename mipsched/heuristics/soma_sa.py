@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import os
 import random
-import time
 from dataclasses import dataclass
 
 from mipsched.heuristics.common import (
@@ -145,9 +144,7 @@ def _serial_rounds(lowerer: Lowerer, options: SearchOptions, settings: SaSetting
         rounds.append(run_round(lowerer, options, settings, start, limit, rng, deadline,
                                 evaluator, report))
         patience.add(rounds[-1])
-        if options.stop.is_set() or (deadline is not None and time.perf_counter() > deadline
-                                      ) or options.reached(
-                rounds[-1].stage2.evaluation.latency_cycles):
+        if options.should_stop(deadline, rounds[-1].stage2.evaluation.latency_cycles):
             break
         limit -= int(settings.allocator_step * rounds[0].stage1.evaluation.peak_buffer_bytes)
     return rounds

@@ -29,12 +29,15 @@ def tight_dlsa(program: TileProgram) -> Dlsa:
     return Dlsa(release_order(program, living), tuple(living))
 
 
-def prefetch_dlsa(program: TileProgram, start: Dlsa) -> Dlsa:
-    """The greedy prefetching DLSA grown from `start` (which must fit the buffer)."""
+def prefetch_dlsa(program: TileProgram, start: Dlsa,
+                  occupancy: list[int] | None = None) -> Dlsa:
+    """The greedy prefetching DLSA grown from `start` (which must fit the buffer);
+    `occupancy`: buffer_profile(program, start) if the caller has it (it is consumed)."""
     tensors = program.tensors
     n = program.n_tiles
     capacity = program.buffer_capacity_bytes
-    occupancy = buffer_profile(program, start)  # index tile + 1; index 0 = before tile 0
+    if occupancy is None:  # index tile + 1; index 0 = before tile 0
+        occupancy = buffer_profile(program, start)
     living = list(start.living)
     reloaded_after = _reloaded_after(program)
     loads = sorted((i for i, t in enumerate(tensors) if t.is_load),

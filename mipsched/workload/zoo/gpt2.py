@@ -40,15 +40,21 @@ def _ffn(b: NetBuilder, x: str, attention: str, d: int) -> None:
     b.eltwise("res2", [r, h])
 
 
+def _head_keys(b: NetBuilder, h: str, heads: int, k_name: str, kt_name: str) -> list[str]:
+    """Per head, K = h · W_K (one d -> 64 matmul, named k_name.format(head)) and its
+    transpose (kt_name), as the reference computes attention keys."""
+    return [b.transpose(kt_name.format(i), b.matmul(k_name.format(i), h, HEAD), SWAP_CH)
+            for i in range(heads)]
+
+
 def _prefill(name: str, heads: int, seq: int, batch: int) -> Workload:
     d = heads * HEAD
     b = NetBuilder(name, batch)
     x = b.input("input_qkv", d, seq)
     h = b.unary("norm1", x, Op.LAYERNORM)
     q = b.matmul("attention_Q", h, d)
-    keys = [b.transpose(f"attention_Kt{i}", b.matmul(f"attention_K{i}", h, HEAD), SWAP_CH)
-            for i in range(heads)]
-    k = b.concat("attention_K", keys, copy=True)
+    k = b.concat("attention_K", _head_keys(b, h, heads, "attention_K{}", "attention_Kt{}"),
+                 copy=True)
     v = b.matmul("attention_V", h, d)
     s = b.matmul_act("attention_QK", q, k, heads, transpose_rhs=False)
     s = b.unary("attention_QK_elt", s, Op.SOFTMAX)
@@ -65,10 +71,8 @@ def _decode(name: str, heads: int, seq: int, batch: int) -> Workload:
     v_cache = b.input("v_cache", seq - 1, d)
     h = b.unary("norm1", x, Op.LAYERNORM)
     q = b.matmul("attention_Q", h, d)
-    keys = [b.transpose(f"attention_newKt_head_{i}",
-                        b.matmul(f"attention_newK_head_{i}", h, HEAD), SWAP_CH)
-            for i in range(heads)]
-    new_k = b.concat("attention_newK", keys, copy=True)
+    new_k = b.concat("attention_newK", _head_keys(b, h, heads, "attention_newK_head_{}",
+                                                  "attention_newKt_head_{}"), copy=True)
     new_v = b.matmul("attention_newV", h, d)
     k = b.concat("attention_K", [k_cache, new_k], copy=True)
     new_vt = b.transpose("attention_newVt", new_v, SWAP_CH)
