@@ -5,8 +5,8 @@
   LFA segment model with the best LFA so far as incumbent (never worse than it); then the
   exact DLSA model on that program and on the LFA model's (if it found a better LFA),
   each hinted with its current DLSA. Time left over goes to further prefetch-scored
-  annealing from the best schedule, each new best polished by the DLSA model, until
-  one finds nothing better (prefetch_anneal.PATIENCE passes in a row). The best
+  annealing from the best schedule (a new seed each pass), each new best polished by
+  the DLSA model, until POLISH_PATIENCE passes in a row find nothing better. The best
   schedule by the objective is kept, so auto is never worse than its own SA run.
 - cpsat: the LFA model from the unfused schedule, then the DLSA model on its LFA.
 - exact: SA for a share of the budget as the incumbent, then the exact branch and bound
@@ -47,6 +47,9 @@ PREFETCH_SHARE = 0.5
 POLISH_SHARE = 0.7
 """In the passes on time left over, the annealing's share (the DLSA model gets the
 rest when the annealing found a better schedule)."""
+POLISH_PATIENCE = 3
+"""Passes on time left over that find nothing, in a row, after which auto ends (each
+anneals from the best schedule with a new seed)."""
 POLISH_MIN_SECONDS = 1.0
 """Time left below which auto ends instead of starting another pass."""
 
@@ -153,14 +156,17 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
     if from_lfa is not None and not _reached(options, first):
         finalists.append(_dlsa_step(from_lfa, options, _left(deadline), models))
     best = min(finalists, key=lambda c: cost(c.evaluation))
-    passes = 0
+    passes = fruitless = 0
     while deadline is not None and _left(deadline) > POLISH_MIN_SECONDS and \
-            not options.stop.is_set() and not _reached(options, best):
+            not options.stop.is_set() and not _reached(options, best) and \
+            fruitless < POLISH_PATIENCE:
         passes += 1
         until = time.perf_counter() + _left(deadline, POLISH_SHARE)
         more = _prefetch_step(lowerer, best, options, until, options.seed + 100 * passes)
-        if more is None:  # its passes ran out of patience: more of them rarely help
-            break
+        if more is None:  # a new seed may still find something, up to POLISH_PATIENCE
+            fruitless += 1
+            continue
+        fruitless = 0
         polished = _dlsa_step(more, options, _left(deadline), models)
         best = min((best, polished), key=lambda c: cost(c.evaluation))
     stages = dict(sa.stages) if best is sa.best else {**sa.stages, "cpsat": best}

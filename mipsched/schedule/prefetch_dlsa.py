@@ -16,6 +16,8 @@ the default DLSA's distance to the ideal by a half to two thirds.
 
 from __future__ import annotations
 
+import numpy as np
+
 from mipsched.evaluate import buffer_profile
 from mipsched.schedule.notation import Dlsa
 from mipsched.schedule.tile_program import TileProgram
@@ -32,34 +34,41 @@ def tight_dlsa(program: TileProgram) -> Dlsa:
 def prefetch_dlsa(program: TileProgram, start: Dlsa,
                   occupancy: list[int] | None = None) -> Dlsa:
     """The greedy prefetching DLSA grown from `start` (which must fit the buffer);
-    `occupancy`: buffer_profile(program, start) if the caller has it (it is consumed)."""
+    `occupancy`: buffer_profile(program, start) if the caller has it."""
     tensors = program.tensors
     n = program.n_tiles
     capacity = program.buffer_capacity_bytes
     if occupancy is None:  # index tile + 1; index 0 = before tile 0
         occupancy = buffer_profile(program, start)
+    room = capacity - np.asarray(occupancy, dtype=np.int64)
+    """Free bytes per tile (index tile + 1), as the transfers are moved."""
     living = list(start.living)
     reloaded_after = _reloaded_after(program)
     loads = sorted((i for i, t in enumerate(tensors) if t.is_load),
                    key=lambda i: (tensors[i].first_use, i))
-    for i in loads:
+    for i in loads:  # Start moves down over tiles with room, to the first without
         t = tensors[i]
         begin, end = living[i]
         earliest = max(t.lo, reloaded_after.get(i, -2) + 1)
-        while begin - 1 >= earliest and occupancy[begin] + t.bytes <= capacity:
-            begin -= 1
-            occupancy[begin + 1] += t.bytes
-        living[i] = (begin, end)
+        if begin <= earliest:
+            continue
+        full = np.flatnonzero(room[earliest + 1:begin + 1] < t.bytes)
+        new_begin = earliest + 1 + int(full[-1]) if full.size else earliest
+        room[new_begin + 1:begin + 1] -= t.bytes
+        living[i] = (new_begin, end)
 
     stores = sorted((i for i, t in enumerate(tensors) if not t.is_load),
                     key=lambda i: (tensors[i].producer, i))
-    for i in stores:
+    for i in stores:  # End moves up over tiles with room, to the first without
         t = tensors[i]
         begin, end = living[i]
-        while end + 1 <= t.hi and end < n and occupancy[end + 1] + t.bytes <= capacity:
-            occupancy[end + 1] += t.bytes
-            end += 1
-        living[i] = (begin, end)
+        latest = min(t.hi, n)
+        if end >= latest:
+            continue
+        full = np.flatnonzero(room[end + 1:latest + 1] < t.bytes)
+        new_end = end + int(full[0]) if full.size else latest
+        room[end + 1:new_end + 1] -= t.bytes
+        living[i] = (begin, new_end)
     return Dlsa(release_order(program, living), tuple(living))
 
 
