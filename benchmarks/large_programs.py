@@ -73,7 +73,7 @@ def main() -> None:
         latency = outcome.evaluation.latency_cycles
         reference = program.solutions["reference"][1]
         bound = program_bound(program)
-        windows = sum(1 for m in outcome.models if m.get("scope") == "window")
+        windows = sum(1 for m in outcome.models if m.scope == "window")
         lines.append(
             f"| {case} | {program.n_tiles:,} | {len(program.tensors):,} | "
             f"{program.ideal_cycles:,} | {bound:,} | {reference:,} | {latency:,} | "

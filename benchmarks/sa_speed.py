@@ -33,8 +33,8 @@ from pathlib import Path
 
 from publish import publish  # benchmarks/ is on sys.path when a benchmark runs
 
+from mipsched.core import SearchOptions
 from mipsched.cost import core_array, tile
-from mipsched.heuristics.common import SearchOptions
 from mipsched.heuristics.soma_sa import SaRun, run_sa
 from mipsched.hw import load_hardware
 from mipsched.hw.model import Hardware
@@ -114,7 +114,7 @@ def options_for(case: Case, seed: int, workers: int) -> SearchOptions:
     fields = {f.name for f in dataclasses.fields(SearchOptions)}
     extra = {}
     if "trail" in fields:
-        from mipsched.heuristics.common import Trail
+        from mipsched.core import Trail
         extra["trail"] = Trail()
     return SearchOptions(seed=seed, time_limit=case.cap, workers=workers, **extra)
 

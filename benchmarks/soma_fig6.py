@@ -23,9 +23,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from mipsched.core import MethodResult, SearchOptions
 from mipsched.formulations.bounds import program_bound
 from mipsched.heuristics.auto import refine
-from mipsched.heuristics.common import MethodResult, SearchOptions
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.solve import replay_rejection, solve

@@ -23,9 +23,9 @@ from rich.table import Table
 
 from mipsched import strict
 from mipsched.atomic import write_json_atomic, write_text_atomic
+from mipsched.core import WindowSettings
 from mipsched.errors import InputError
 from mipsched.evaluate import buffer_profile, evaluate
-from mipsched.formulations.dlsa_windows import WindowSettings
 from mipsched.hw import PRESETS, load_hardware
 from mipsched.hw.load import hardware_text
 from mipsched.report.compare import BOUND, compare, to_csv, to_markdown

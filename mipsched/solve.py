@@ -12,10 +12,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from mipsched.core import (
+    OBJECTIVES,
+    Bound,
+    Candidate,
+    InfeasibleError,
+    MethodResult,
+    ModelRecord,
+    Objective,
+    SearchOptions,
+    Trail,
+    WindowSettings,
+    stop_on_ctrl_c,
+)
+from mipsched.dlsa_starts import prefetch_dlsa
 from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation, evaluate, latency, mac_utilization, utilization
 from mipsched.formulations.bounds import (
-    Bound,
     LatencyBound,
     compulsory_dram_bound,
     compute_bound,
@@ -26,7 +39,7 @@ from mipsched.formulations.bounds import (
     strongest,
 )
 from mipsched.formulations.dlsa import whole_model_fits
-from mipsched.formulations.dlsa_windows import WindowSettings, improve_dlsa
+from mipsched.formulations.dlsa_windows import improve_dlsa
 from mipsched.formulations.exact import (
     MAX_LAYERS,
     MAX_ORDERS,
@@ -39,16 +52,6 @@ from mipsched.formulations.lfa import SegmentCache
 from mipsched.heuristics.auto import auto, cpsat, exact
 from mipsched.heuristics.baseline import single_flg_start, unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
-from mipsched.heuristics.common import (
-    OBJECTIVES,
-    Candidate,
-    InfeasibleError,
-    MethodResult,
-    Objective,
-    SearchOptions,
-    Trail,
-    stop_on_ctrl_c,
-)
 from mipsched.heuristics.dlsa_search import search_dlsa
 from mipsched.heuristics.partition import (
     RESULT_SECONDS_PER_TILE,
@@ -60,7 +63,6 @@ from mipsched.hw.model import Hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Dlsa
-from mipsched.schedule.prefetch_dlsa import prefetch_dlsa
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.sim import SimResult, SimulationError, simulate
 from mipsched.workload.graph import Workload
@@ -137,8 +139,8 @@ class SolveOutcome:
     reason: str | None = None
     stages: dict[str, Candidate] = field(default_factory=dict)
     """Named intermediate schedules of the method (SA: stage1, stage2)."""
-    models: list[dict[str, Any]] = field(default_factory=list)
-    """CP-SAT models the method solved (for the certificate)."""
+    models: list[ModelRecord] = field(default_factory=list)
+    """Models the method solved (for the certificate)."""
     gap_target: float = 0.0
     """Certified latency gap the run was asked to stop at (0: none)."""
     target_latency: int | None = None
@@ -378,7 +380,7 @@ def certificate_json(outcome: SolveOutcome, workload: Workload, hw: Hardware) ->
         "target_latency_cycles": outcome.target_latency,
         "stopped_by": outcome.stopped_by,
         "trail": trail_json(outcome.trail),
-        "models": outcome.models,
+        "models": [m.to_json() for m in outcome.models],
     }
 
 
@@ -534,7 +536,7 @@ class ProgramOutcome:
     start_name: str
     """Which DLSA the search started from (reference, default)."""
     start_latency: int
-    models: list[dict[str, Any]]
+    models: list[ModelRecord]
     wall_seconds: float
     seed: int = 0
     time_limit: float | None = None
@@ -581,7 +583,7 @@ def _solve_program(program: TileProgram, method: str, seed: int, time_limit: flo
     origin_ev = evaluate(program, origin)
     if not origin_ev.fits:
         raise InputError(f"the {name} DLSA of this program overflows the buffer")
-    models: list[dict[str, Any]] = []
+    models: list[ModelRecord] = []
     bound = program_bound(program)
     target = target_latency(bound, gap)
     trail.offer(origin_ev.latency_cycles, origin_ev.latency_cycles)
@@ -601,9 +603,8 @@ def _solve_program(program: TileProgram, method: str, seed: int, time_limit: flo
                                 started + SA_FIRST_SHARE * budget, stop=stop).best.dlsa
             start_latency = evaluate(program, start).latency_cycles
             trail.offer(start_latency, start_latency)
-            models.append({"model": "sa-dlsa", "scope": "whole", "status": "feasible",
-                           "objective": start_latency, "bound": None,
-                           "wall_seconds": time.perf_counter() - started, "workers": 1})
+            models.append(ModelRecord("sa-dlsa", "feasible", objective=start_latency,
+                                      wall_seconds=time.perf_counter() - started, workers=1))
         result = improve_dlsa(program, start, max(deadline - time.perf_counter(), 0.0),
                               workers, seed, windows, stop, target)
         dlsa = result.dlsa
@@ -619,7 +620,7 @@ def _solve_program(program: TileProgram, method: str, seed: int, time_limit: flo
     trail.offer(ev.latency_cycles, ev.latency_cycles)
     rejection = replay_rejection(Candidate(None, program, dlsa, ev))
     if rejection is not None:  # never report what the simulator refuses: keep the origin
-        models.append({"model": "simulator", "status": "rejected", "reason": rejection})
+        models.append(ModelRecord("simulator", "rejected", reason=rejection, timed=False))
         dlsa, ev = origin, origin_ev
     status = "optimal" if ev.latency_cycles == bound else "feasible"
     return ProgramOutcome(method, status, dlsa, ev, bound, name, origin_ev.latency_cycles,
@@ -675,6 +676,6 @@ def program_certificate(outcome: ProgramOutcome, program: TileProgram) -> dict[s
         "gap_target": outcome.gap_target,
         "stopped_by": outcome.stopped_by,
         "trail": trail_json(outcome.trail),
-        "models": outcome.models,
+        "models": [m.to_json() for m in outcome.models],
         "wall_seconds": outcome.wall_seconds,
     }

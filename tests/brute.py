@@ -127,10 +127,10 @@ def schedule_optimum(workload, hw, tilings: tuple[int, ...]) -> int | None:
     is no better than the best so far are skipped: no DLSA of theirs is faster."""
     import networkx as nx
 
+    from mipsched.dlsa_starts import tight_dlsa
     from mipsched.formulations.dlsa import solve_dlsa
     from mipsched.schedule.lowering import Lowerer
     from mipsched.schedule.notation import Lfa, ScheduleError
-    from mipsched.schedule.prefetch_dlsa import tight_dlsa
 
     lowerer = Lowerer(workload, hw)
     best = None

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import pytest
 
+from mipsched.dlsa_starts import tight_dlsa
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.formulations.bounds import (
     compulsory_dram_bound,
@@ -33,7 +34,6 @@ from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa
-from mipsched.schedule.prefetch_dlsa import tight_dlsa
 from mipsched.solve import solve
 from mipsched.workload import zoo
 from mipsched.workload.graph import NetBuilder

@@ -13,10 +13,10 @@ import threading
 import pytest
 from brute import _livings_only, _valid_orders, brute_force_optimum, tiny_program
 
+from mipsched.core import WindowSettings
 from mipsched.evaluate import buffer_profile, evaluate, latency, timeline
 from mipsched.formulations.dlsa_windows import (
     Tails,
-    WindowSettings,
     cut,
     improve_dlsa,
     solve_window,

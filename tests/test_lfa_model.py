@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from mipsched.dlsa_starts import tight_dlsa
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.formulations.lfa import (
     GROUPS,
@@ -29,7 +30,6 @@ from mipsched.hw.model import Hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
-from mipsched.schedule.prefetch_dlsa import tight_dlsa
 from mipsched.workload import zoo
 from mipsched.workload.graph import Workload
 from mipsched.workload.zoo.random_dags import random_dag

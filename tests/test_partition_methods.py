@@ -9,8 +9,8 @@ import time
 
 import pytest
 
+from mipsched.core import InfeasibleError, MethodResult, SearchOptions
 from mipsched.heuristics.cocco import GaSettings, cocco_ga, crossover, mutate
-from mipsched.heuristics.common import InfeasibleError, MethodResult, SearchOptions
 from mipsched.heuristics.partition import dp_partition, greedy_fusion
 from mipsched.heuristics.tiling_rule import accepts, group_tiling, layer_tiling, min_tile
 from mipsched.hw import load_hardware

@@ -25,9 +25,9 @@ def test_auto_never_worse_than_sa_and_cpsat_never_worse_than_baseline(name: str)
     assert objective[1] <= objective[0]
     assert objective[3] <= objective[2]
     for outcome in (auto, cp):
-        kinds = {m["model"] for m in outcome.models}
+        kinds = {m.model for m in outcome.models}
         assert kinds == {"lfa", "dlsa"}
-        assert all(m["status"] in ("optimal", "feasible") for m in outcome.models)
+        assert all(m.status in ("optimal", "feasible") for m in outcome.models)
         c = outcome.candidate
         assert simulate(c.program, c.dlsa).latency_cycles == c.evaluation.latency_cycles
         assert outcome.bound.cycles <= c.evaluation.latency_cycles

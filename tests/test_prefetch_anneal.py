@@ -11,9 +11,10 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mipsched.core import SearchOptions
+from mipsched.dlsa_starts import tight_dlsa
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.heuristics.baseline import unfused_baseline
-from mipsched.heuristics.common import SearchOptions
 from mipsched.heuristics.prefetch_anneal import (
     WORKER_GRACE_S,
     anneal_prefetched,
@@ -24,7 +25,6 @@ from mipsched.heuristics.sa_stages import with_prefetch
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import ScheduleError
-from mipsched.schedule.prefetch_dlsa import tight_dlsa
 from mipsched.sim import simulate
 from mipsched.workload.zoo import get
 from mipsched.workload.zoo.random_dags import random_dag

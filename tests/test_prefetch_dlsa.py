@@ -7,11 +7,11 @@ import random
 import pytest
 from brute import tiny_program
 
+from mipsched.dlsa_starts import prefetch_dlsa, tight_dlsa
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
-from mipsched.schedule.prefetch_dlsa import prefetch_dlsa, tight_dlsa
 from mipsched.sim import simulate
 from mipsched.workload.zoo.random_dags import random_dag
 

@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mipsched.core import SearchOptions, evaluate_lfa
 from mipsched.evaluate import buffer_profile, latency
 from mipsched.heuristics import sa_stages
 from mipsched.heuristics import soma_sa as soma_sa_module
-from mipsched.heuristics.common import SearchOptions, evaluate_lfa
 from mipsched.heuristics.dlsa_state import DlsaState
 from mipsched.heuristics.lfa_moves import propose
 from mipsched.heuristics.soma_sa import SaRun, SaSettings, run_sa, soma_sa

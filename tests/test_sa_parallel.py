@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from mipsched.heuristics.common import SearchOptions, Trail
+from mipsched.core import SearchOptions, Trail
 from mipsched.heuristics.soma_sa import SaSettings, run_sa, sa_workers
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer

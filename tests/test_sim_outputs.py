@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from mipsched import solve as solve_module
 from mipsched.cli import app
+from mipsched.core import Candidate, MethodResult
 from mipsched.heuristics.baseline import unfused_baseline
-from mipsched.heuristics.common import Candidate, MethodResult
 from mipsched.hw import load_hardware
 from mipsched.report.plot import MIB, schedule_figure
 from mipsched.report.trace import chrome_trace, transfers_csv

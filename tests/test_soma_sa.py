@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mipsched.core import InfeasibleError, SearchOptions, evaluate_lfa
 from mipsched.evaluate import evaluate
 from mipsched.heuristics.annealing import Cooling, Progress
 from mipsched.heuristics.baseline import single_flg_start, unfused_baseline
-from mipsched.heuristics.common import InfeasibleError, SearchOptions, evaluate_lfa
 from mipsched.heuristics.dlsa_search import search_dlsa
 from mipsched.heuristics.lfa_moves import propose
 from mipsched.heuristics.soma_sa import SaSettings, initial_lfa, run_sa, soma_sa

@@ -223,14 +223,14 @@ def test_a_reached_gap_target_ends_the_search(method: str) -> None:
     assert outcome.stopped_by == "gap"
     assert latency <= outcome.target_latency
     assert (latency - outcome.bound.cycles) / latency <= 0.9
-    assert not any(m["model"] == "dlsa" for m in outcome.models)
+    assert not any(m.model == "dlsa" for m in outcome.models)
 
 
 def test_exact_stops_at_its_target() -> None:
     outcome = solve(zoo.get("chain3"), EDGE, "exact", seed=1, workers=1, gap=0.9,
                     objective="latency")
     assert outcome.stopped_by == "gap"
-    assert outcome.models[0]["status"] == "skipped"
+    assert outcome.models[0].status == "skipped"
 
 
 # --- the trail ------------------------------------------------------------------------

@@ -36,22 +36,13 @@ import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+from mipsched.core import Bound
 from mipsched.cost.core_array import conv_shape, group_sharing, position_cycles_bound
 from mipsched.formulations.needed import needed
 from mipsched.hw.model import Hardware
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import MAC_OPS, Layer, Op
-
-
-@dataclass(frozen=True)
-class Bound:
-    """One certified lower bound."""
-
-    name: str
-    value: float
-    """cycles (latency bounds), pJ (energy) or pJ x cycles (E x D)."""
-    derivation: str
 
 
 @dataclass(frozen=True)

@@ -29,26 +29,12 @@ import threading
 import time
 from dataclasses import dataclass
 
+from mipsched.core import ModelRecord, WindowSettings
 from mipsched.evaluate import Timeline, buffer_profile, evaluate, timeline
 from mipsched.formulations.dlsa import add_buffer_limits, solve_dlsa, whole_model_fits
 from mipsched.formulations.solver import CpModel, SolveStatus, solve, timed_out
 from mipsched.schedule.notation import Dlsa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
-
-
-@dataclass(frozen=True)
-class WindowSettings:
-    """Sliding windows over the tile sequence: at most `tiles` tiles and `transfers` DRAM
-    transfers per window, consecutive windows sharing up to `overlap` tiles, at most
-    `seconds` of CP-SAT each. A window's loads may start up to `reach` tiles before it
-    and its stores end up to `reach` tiles after it."""
-
-    tiles: int = 64
-    transfers: int = 32
-    """A window shrinks (down to one tile) until it holds at most this many transfers."""
-    overlap: int = 16
-    seconds: float = 5.0
-    reach: int = 32
 
 
 @dataclass(frozen=True)
@@ -319,12 +305,10 @@ class DlsaImprovement:
     def windows(self) -> int:
         return sum(scope == "window" for scope, _ in self.runs)
 
-    def records(self) -> list[dict]:
-        """One certificate entry per CP-SAT run (scope, status, objective, bound, time)."""
-        return [{"model": "dlsa", "scope": scope, "status": s.status,
-                 "objective": s.objective, "bound": s.bound,
-                 "wall_seconds": s.wall_seconds, "workers": s.workers}
-                for scope, s in self.runs]
+    def records(self) -> list[ModelRecord]:
+        """One record per CP-SAT run (scope, status, objective, bound, time)."""
+        return [ModelRecord("dlsa", s.status, scope, s.objective, s.bound, s.wall_seconds,
+                            s.workers) for scope, s in self.runs]
 
 
 #: When the whole program fits one model, the share of the time windows may take first:

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from mipsched.core import Candidate
+from mipsched.dlsa_starts import prefetch_dlsa, tight_dlsa
 from mipsched.evaluate import Evaluation, buffer_profile, evaluate
 from mipsched.formulations.bounds import program_bound
 from mipsched.formulations.dlsa import solve_dlsa, whole_model_fits
@@ -45,11 +47,9 @@ from mipsched.formulations.lfa import (
     unfused_tally,
 )
 from mipsched.formulations.solver import enumerate_solutions, solve
-from mipsched.heuristics.common import Candidate
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
-from mipsched.schedule.prefetch_dlsa import prefetch_dlsa, tight_dlsa
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.workload.graph import Workload
 

@@ -49,9 +49,9 @@ from fractions import Fraction
 
 import numpy as np
 
+from mipsched.core import Candidate
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.formulations.solver import CpModel, IntVar, Solution, SolveStatus, solve
-from mipsched.heuristics.common import Candidate
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError

@@ -22,15 +22,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any
 
+from mipsched.core import Bound, Candidate, MethodResult, ModelRecord, SearchOptions
 from mipsched.evaluate import evaluate
-from mipsched.formulations.bounds import Bound
 from mipsched.formulations.dlsa_windows import improve_dlsa
 from mipsched.formulations.exact import MAX_LAYERS, exact_search
 from mipsched.formulations.lfa import solve_lfa
 from mipsched.heuristics.baseline import unfused_baseline
-from mipsched.heuristics.common import Candidate, MethodResult, SearchOptions
 from mipsched.heuristics.prefetch_anneal import anneal_prefetched_chains
 from mipsched.heuristics.soma_sa import sa_workers, soma_sa
 from mipsched.schedule.lowering import Lowerer
@@ -79,7 +77,7 @@ def _reached(options: SearchOptions, cand: Candidate) -> bool:
 
 
 def _lfa_step(lowerer: Lowerer, incumbent: Candidate, options: SearchOptions,
-              seconds: float, models: list[dict[str, Any]]) -> Candidate | None:
+              seconds: float, models: list[ModelRecord]) -> Candidate | None:
     """The LFA model's better LFA (with its default DLSA), or None."""
     if seconds <= 0 or options.stop.is_set():
         return None
@@ -87,10 +85,11 @@ def _lfa_step(lowerer: Lowerer, incumbent: Candidate, options: SearchOptions,
                     time_limit=seconds, workers=options.workers, seed=options.seed,
                     stop=options.stop, target=options.target_latency)
     s = sol.status
-    models.append({"model": "lfa", "scope": "window" if sol.window != (
-        0, len(lowerer.workload.layers)) else "whole", "status": s.status if s else "unknown",
-        "objective": sol.model_ideal, "bound": s.bound if s else None,
-        "wall_seconds": s.wall_seconds if s else 0.0, "workers": s.workers if s else 0})
+    whole = sol.window == (0, len(lowerer.workload.layers))
+    models.append(ModelRecord(
+        "lfa", s.status if s else "unknown", "whole" if whole else "window",
+        sol.model_ideal, s.bound if s else None, s.wall_seconds if s else 0.0,
+        s.workers if s else 0))
     if sol.improved and sol.candidate is not None:
         offer(options, sol.candidate)
         return sol.candidate
@@ -98,7 +97,7 @@ def _lfa_step(lowerer: Lowerer, incumbent: Candidate, options: SearchOptions,
 
 
 def _dlsa_step(cand: Candidate, options: SearchOptions, seconds: float,
-               models: list[dict[str, Any]]) -> Candidate:
+               models: list[ModelRecord]) -> Candidate:
     """`cand` with the DLSA model's best DLSA for its LFA (never worse)."""
     if seconds <= 0 or options.stop.is_set() or _reached(options, cand):
         return cand
@@ -144,7 +143,7 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
     model on the finalists, then passes on the time left; never worse than `sa` under the
     objective. Without a deadline each model gets MODEL_SECONDS and the annealing one
     pass. Stops once a schedule reaches `options.target_latency`."""
-    models: list[dict[str, Any]] = []
+    models: list[ModelRecord] = []
     cost = options.objective.cost
     until = None if deadline is None else time.perf_counter() + _left(deadline, PREFETCH_SHARE)
     start = _prefetch_step(lowerer, sa.best, options, until, options.seed) or sa.best
@@ -177,7 +176,7 @@ def cpsat(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     deadline = options.deadline()
     start = unfused_baseline(lowerer).best
     offer(options, start)
-    models: list[dict[str, Any]] = []
+    models: list[ModelRecord] = []
     chosen = start
     if not _reached(options, start):
         lfa_limit = MODEL_SECONDS if deadline is None else _left(deadline, 0.5)
@@ -203,23 +202,23 @@ def exact(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
                else "sa reached the certified-gap target" if _reached(options, sa.best)
                else None)
     if skipped is not None:
-        return MethodResult(sa.best, {"incumbent": sa.best}, sa.evaluations, [{
-            "model": "exact", "scope": "whole", "status": "skipped", "reason": skipped,
-            "objective": sa.best.evaluation.latency_cycles, "bound": None,
-            "wall_seconds": 0.0, "workers": options.workers}])
+        return MethodResult(sa.best, {"incumbent": sa.best}, sa.evaluations, [ModelRecord(
+            "exact", "skipped", objective=sa.best.evaluation.latency_cycles,
+            workers=options.workers, reason=skipped)])
     left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
     result = exact_search(lowerer, sa.best, left, options.workers, options.seed,
                           stop=options.stop, target=options.target_latency,
                           on_better=lambda cand: offer(options, cand))
     best = result.best or sa.best
     status = "optimal" if result.proven else "feasible"
-    models = [{"model": "exact", "scope": "whole", "status": status,
-               "objective": best.evaluation.latency_cycles, "bound": result.lower_bound,
-               "wall_seconds": result.wall_seconds, "workers": options.workers,
-               "space": result.space, "lfas_explored": result.lfas_explored,
-               "lfas_without_fit": result.lfas_without_fit,
-               "lfas_pruned": result.lfas_pruned, "lfas_too_big": result.lfas_too_big,
-               "dlsas_solved": result.dlsas_solved}]
+    models = [ModelRecord("exact", status, objective=best.evaluation.latency_cycles,
+                          bound=result.lower_bound, wall_seconds=result.wall_seconds,
+                          workers=options.workers, counts={
+                              "space": result.space, "lfas_explored": result.lfas_explored,
+                              "lfas_without_fit": result.lfas_without_fit,
+                              "lfas_pruned": result.lfas_pruned,
+                              "lfas_too_big": result.lfas_too_big,
+                              "dlsas_solved": result.dlsas_solved})]
     bounds = (Bound("exact_search", math.floor(result.lower_bound),
                     f"branch and bound over {result.space}: no schedule there is faster"),
               ) if result.all_orders else ()

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import time
 
-from mipsched.evaluate import buffer_profile, evaluate
-from mipsched.heuristics.common import (
+from mipsched.core import (
     Candidate,
     InfeasibleError,
     MethodResult,
@@ -18,6 +17,7 @@ from mipsched.heuristics.common import (
     SearchOptions,
     evaluate_lfa,
 )
+from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError

@@ -22,7 +22,7 @@ import bisect
 import random
 from dataclasses import dataclass
 
-from mipsched.heuristics.common import MethodResult, SearchOptions
+from mipsched.core import MethodResult, SearchOptions
 from mipsched.heuristics.partition import Cuts, Partitioner, past, record, search_end
 from mipsched.schedule.lowering import Lowerer
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from mipsched.core import Candidate, Objective
 from mipsched.evaluate import evaluate
 from mipsched.heuristics.annealing import Cooling, Progress
-from mipsched.heuristics.common import Candidate, Objective
 from mipsched.heuristics.dlsa_state import DlsaState
 from mipsched.schedule.notation import Dlsa, Lfa
 from mipsched.schedule.tile_program import TileProgram

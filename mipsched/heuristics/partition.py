@@ -14,8 +14,7 @@ import math
 import sys
 import time
 
-from mipsched.evaluate import Evaluation
-from mipsched.heuristics.common import (
+from mipsched.core import (
     Candidate,
     InfeasibleError,
     MethodResult,
@@ -23,6 +22,7 @@ from mipsched.heuristics.common import (
     SearchOptions,
     evaluate_lfa,
 )
+from mipsched.evaluate import Evaluation
 from mipsched.heuristics.tiling_rule import finer_tiling, group_tiling
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError

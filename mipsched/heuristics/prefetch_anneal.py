@@ -28,14 +28,14 @@ import threading
 import time
 from multiprocessing.connection import Connection
 
+from mipsched.core import Candidate, SearchOptions
+from mipsched.dlsa_starts import prefetch_dlsa, tight_dlsa
 from mipsched.evaluate import buffer_profile, evaluate, latency
 from mipsched.heuristics.annealing import Cooling, Progress
-from mipsched.heuristics.common import Candidate, SearchOptions
 from mipsched.heuristics.lfa_moves import propose
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
-from mipsched.schedule.prefetch_dlsa import prefetch_dlsa, tight_dlsa
 from mipsched.schedule.tile_program import TileProgram
 
 LFA_FACTOR = 100

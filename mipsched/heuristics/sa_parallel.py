@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 
+from mipsched.core import Candidate, InfeasibleError, SearchOptions
 from mipsched.evaluate import evaluate
-from mipsched.heuristics.common import Candidate, InfeasibleError, SearchOptions
 from mipsched.heuristics.sa_stages import Patience, SaRound, SaSettings, initial_lfa, run_round
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.default_eval import DefaultEvaluator

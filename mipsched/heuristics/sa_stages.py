@@ -10,15 +10,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from mipsched.core import Candidate, SearchOptions, evaluate_lfa
+from mipsched.dlsa_starts import prefetch_dlsa
 from mipsched.evaluate import evaluate
 from mipsched.heuristics.annealing import Cooling, Progress
 from mipsched.heuristics.baseline import single_flg_start, unfused_baseline
-from mipsched.heuristics.common import Candidate, SearchOptions, evaluate_lfa
 from mipsched.heuristics.dlsa_search import search_dlsa
 from mipsched.heuristics.lfa_moves import propose
 from mipsched.schedule.default_eval import DefaultEvaluator
 from mipsched.schedule.lowering import Lowerer
-from mipsched.schedule.prefetch_dlsa import prefetch_dlsa
 
 #: Hears of every new best schedule of a stage: (latency in cycles, objective cost).
 Report = Callable[[int, float], None]

@@ -37,7 +37,7 @@ import os
 import random
 from dataclasses import dataclass
 
-from mipsched.heuristics.common import (
+from mipsched.core import (
     Candidate,
     InfeasibleError,
     MethodResult,

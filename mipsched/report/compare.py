@@ -18,7 +18,7 @@ import io
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 
-from mipsched.heuristics.common import Candidate
+from mipsched.core import Candidate
 from mipsched.hw.model import Hardware
 from mipsched.solve import bound_report, replay_rejection, solve
 from mipsched.workload.graph import Workload

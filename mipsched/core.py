@@ -1,5 +1,8 @@
-"""What every search method shares: the candidate schedule, the objective, options, and
-the evaluation of an LFA under the default DLSA."""
+"""The types every search and pipeline shares, below the formulations and the
+heuristics: a candidate schedule and what a method returns, the objective, the knobs every
+method takes (SearchOptions, the DLSA model's window sizes), the time a search has left
+(Deadline, with Ctrl-C), the record of a model solved, a certified bound, and the
+evaluation of an LFA under the default DLSA."""
 
 from __future__ import annotations
 
@@ -9,15 +12,39 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation, evaluate
-from mipsched.formulations.bounds import Bound
-from mipsched.formulations.dlsa_windows import WindowSettings
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
+
+
+@dataclass(frozen=True)
+class Bound:
+    """One certified lower bound."""
+
+    name: str
+    value: float
+    """cycles (latency bounds), pJ (energy) or pJ x cycles (E x D)."""
+    derivation: str
+
+
+@dataclass(frozen=True)
+class WindowSettings:
+    """Sliding windows over the tile sequence: at most `tiles` tiles and `transfers` DRAM
+    transfers per window, consecutive windows sharing up to `overlap` tiles, at most
+    `seconds` of CP-SAT each. A window's loads may start up to `reach` tiles before it
+    and its stores end up to `reach` tiles after it."""
+
+    tiles: int = 64
+    transfers: int = 32
+    """A window shrinks (down to one tile) until it holds at most this many transfers."""
+    overlap: int = 16
+    seconds: float = 5.0
+    reach: int = 32
 
 
 class InfeasibleError(InputError):
@@ -43,10 +70,44 @@ class MethodResult:
     stages: dict[str, Candidate] = field(default_factory=dict)
     evaluations: int = 0
     """How many schedules the method evaluated."""
-    models: list[dict] = field(default_factory=list)
-    """CP-SAT models solved on the way: scope, status, objective, bound, time."""
+    models: list[ModelRecord] = field(default_factory=list)
+    """Models solved on the way (CP-SAT, the exact search)."""
     bounds: tuple[Bound, ...] = ()
     """Latency lower bounds the method proved (cycles), e.g. the exact search's."""
+
+
+@dataclass(frozen=True)
+class ModelRecord:
+    """One model solved on the way to a schedule, as the certificate lists it: which
+    (`model`: lfa, dlsa, exact, sa-dlsa, simulator), over what (`scope`: whole or window),
+    how it ended (`status`), its objective and proved bound (cycles), wall time
+    (seconds) and threads. `timed`: False for a record that is a verdict, not a solve
+    (the simulator's rejection), which lists only model, status and reason."""
+
+    model: str
+    status: str
+    scope: str = "whole"
+    objective: float | None = None
+    bound: float | None = None
+    wall_seconds: float = 0.0
+    workers: int | None = 0
+    reason: str | None = None
+    counts: dict[str, Any] = field(default_factory=dict)
+    """Search figures the model reports besides (the exact search: space, LFAs explored,
+    pruned, ...)."""
+    timed: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        """The certificate entry."""
+        if not self.timed:
+            return {"model": self.model, "status": self.status, "reason": self.reason}
+        entry: dict[str, Any] = {"model": self.model, "scope": self.scope,
+                                 "status": self.status}
+        if self.reason is not None:
+            entry["reason"] = self.reason
+        entry.update(objective=self.objective, bound=self.bound,
+                     wall_seconds=self.wall_seconds, workers=self.workers)
+        return {**entry, **self.counts}
 
 
 @dataclass(frozen=True)
@@ -124,6 +185,14 @@ class SearchOptions:
         past `deadline` (perf_counter; None: none), on Ctrl-C, or at the target."""
         return (deadline is not None and time.perf_counter() > deadline) or \
             self.stop.is_set() or self.reached(best_latency)
+
+
+def seconds_left(deadline: float | None, share: float = 1.0) -> float | None:
+    """Seconds until `deadline` (time.perf_counter(); None: no limit, gives None), never
+    below 0, times `share`."""
+    if deadline is None:
+        return None
+    return max(deadline - time.perf_counter(), 0.0) * share
 
 
 @contextlib.contextmanager
