@@ -93,15 +93,19 @@ def test_no_function_is_too_long() -> None:
     assert long == []
 
 
+def _undocumented(node: ast.AST, prefix: str) -> list[str]:
+    """Public functions and methods below `node` without a docstring, dotted names."""
+    found = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.ClassDef):
+            found += _undocumented(child, f"{prefix}{child.name}.")
+        elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) and \
+                not child.name.startswith("_") and ast.get_docstring(child) is None:
+            found.append(f"{prefix}{child.name}")
+    return found
+
+
 def test_every_public_function_has_a_docstring() -> None:
-    missing = []
-    for name, path in sorted(_modules().items()):
-        def visit(node: ast.AST, prefix: str) -> None:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.ClassDef):
-                    visit(child, f"{prefix}{child.name}.")
-                elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef) and \
-                        not child.name.startswith("_") and ast.get_docstring(child) is None:
-                    missing.append(f"{name}.{prefix}{child.name}")
-        visit(ast.parse(path.read_text()), "")
+    missing = [f"{name}.{function}" for name, path in sorted(_modules().items())
+               for function in _undocumented(ast.parse(path.read_text()), "")]
     assert missing == []
