@@ -1,24 +1,27 @@
-"""Two constructed DLSAs: the tight one (least buffer) and a greedy prefetching one.
+"""Constructed DLSAs, where every DLSA search starts: the tight one (least buffer), the
+default one (double buffering) when it fits, the greedy prefetching ones grown from
+either, and the fastest of them (`constructed_dlsa`).
 
-From a DLSA that fits (normally the double-buffered default), every load, in order of its
-first use, moves its Start earlier one tile at a time while the buffer still has room for
-it on that tile; then every store, in order of its producer, moves its End later the same
-way. The DRAM order is then sorted by release tile (a store's producer; a load's Start - 1,
-but never before the producer of data it reloads), stores before loads on a tie, then by
-the tile that needs the transfer. Sorting by release can never deadlock: a transfer j
-behind i has release_i <= release_j < need_j. Occupancy never exceeds the capacity on a
-tile where the starting DLSA fitted, so the result fits whenever the start did.
-
-Earlier-needed data gets buffer space first (as in Belady's rule), which keeps the DRAM
-channel busy while compute-bound stretches run; on the SoMa Fig. 6 batch-16 CNNs it cuts
-the default DLSA's distance to the ideal by a half to two thirds.
+The prefetching DLSA: from a DLSA that fits (normally the default), every load, in order
+of its first use, moves its Start earlier one tile at a time while the buffer still has
+room for it on that tile; then every store, in order of its producer, moves its End later
+the same way. The DRAM order is then sorted by release tile (a store's producer; a load's
+Start - 1, but never before the producer of data it reloads), stores before loads on a
+tie, then by the tile that needs the transfer. Sorting by release can never deadlock: a
+transfer j behind i has release_i <= release_j < need_j. Occupancy never exceeds the
+capacity on a tile where the starting DLSA fitted, so the result fits whenever the start
+did. Earlier-needed data gets buffer space first (as in Belady's rule), which keeps the
+DRAM channel busy while compute-bound stretches run.
 """
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from mipsched.evaluate import buffer_profile
+from mipsched.evaluate import Evaluation, buffer_profile, evaluate
+from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.notation import Dlsa
 from mipsched.schedule.tile_program import TileProgram
 
@@ -31,10 +34,26 @@ def tight_dlsa(program: TileProgram) -> Dlsa:
     return Dlsa(release_order(program, living), tuple(living))
 
 
+def fitting_start(program: TileProgram) -> tuple[Dlsa, list[int]] | None:
+    """The DLSA to grow a prefetching one from: the default DLSA if it fits the buffer,
+    else the tight one if only that fits, else None (no DLSA fits); with its buffer
+    occupancy (bytes per tile, index tile + 1)."""
+    capacity = program.buffer_capacity_bytes
+    start = default_dlsa(program)
+    occupancy = buffer_profile(program, start)
+    if max(occupancy) > capacity:
+        start = tight_dlsa(program)
+        occupancy = buffer_profile(program, start)
+        if max(occupancy) > capacity:
+            return None
+    return start, occupancy
+
+
 def prefetch_dlsa(program: TileProgram, start: Dlsa,
                   occupancy: list[int] | None = None) -> Dlsa:
     """The greedy prefetching DLSA grown from `start` (which must fit the buffer);
-    `occupancy`: buffer_profile(program, start) if the caller has it."""
+    `occupancy`: buffer_profile(program, start) if the caller has it (bytes per tile,
+    index tile + 1)."""
     tensors = program.tensors
     n = program.n_tiles
     capacity = program.buffer_capacity_bytes
@@ -95,3 +114,42 @@ def _reloaded_after(program: TileProgram) -> dict[int, int]:
     for store, load in program.precedence:
         latest[load] = max(latest.get(load, -1), program.tensors[store].producer)
     return latest
+
+
+#: Steps of prefetch_dlsa's walk (tiles a living duration is moved by) per second, on
+#: the bound `prefetch_steps` gives: measured 8 to 21 million on programs of 7,000 to
+#: 10,000 tiles (2 to 4 s each), so this is on the safe side.
+PREFETCH_STEPS_PER_SECOND = 5e6
+
+
+def prefetch_steps(program: TileProgram, start: Dlsa) -> int:
+    """An upper bound on the steps prefetch_dlsa(program, start) takes (tiles moved): every
+    load's Start moved to its earliest tile, every store's End to its latest."""
+    return sum(max(b - t.lo, 0) if t.is_load else max(t.hi - e, 0)
+               for t, (b, e) in zip(program.tensors, start.living, strict=True))
+
+
+def prefetch_affordable(program: TileProgram, start: Dlsa, deadline: float | None) -> bool:
+    """Whether prefetch_dlsa(program, start), which has no deadline of its own, surely
+    ends before `deadline` (time.perf_counter() seconds; None: always)."""
+    return deadline is None or prefetch_steps(program, start) <= \
+        PREFETCH_STEPS_PER_SECOND * (deadline - time.perf_counter())
+
+
+def constructed_dlsa(program: TileProgram, deadline: float | None = None
+                     ) -> tuple[Dlsa, Evaluation]:
+    """The fastest of the constructed DLSAs that fit (tight, default, and the prefetching
+    ones grown from each, those that surely end before `deadline`, time.perf_counter()
+    seconds) of a program whose tight DLSA fits, with its evaluation."""
+    tight = tight_dlsa(program)
+    starts = [tight]
+    if prefetch_affordable(program, tight, deadline):
+        starts.append(prefetch_dlsa(program, tight))
+    default = default_dlsa(program)
+    default_ev = evaluate(program, default)
+    if default_ev.fits:
+        starts.append(default)
+        if prefetch_affordable(program, default, deadline):
+            starts.append(prefetch_dlsa(program, default))
+    evaluated = [(d, default_ev if d is default else evaluate(program, d)) for d in starts]
+    return min(evaluated, key=lambda pair: pair[1].latency_cycles)

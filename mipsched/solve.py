@@ -25,7 +25,7 @@ from mipsched.core import (
     WindowSettings,
     stop_on_ctrl_c,
 )
-from mipsched.dlsa_starts import prefetch_dlsa
+from mipsched.dlsa_starts import prefetch_affordable, prefetch_dlsa
 from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation, evaluate, latency, mac_utilization, utilization
 from mipsched.formulations.bounds import (
@@ -40,15 +40,14 @@ from mipsched.formulations.bounds import (
 )
 from mipsched.formulations.dlsa import whole_model_fits
 from mipsched.formulations.dlsa_windows import improve_dlsa
-from mipsched.formulations.exact import (
+from mipsched.formulations.feasibility import explain_infeasibility
+from mipsched.formulations.lfa import SegmentCache
+from mipsched.formulations.lfa.relaxation import (
     MAX_LAYERS,
     MAX_ORDERS,
     energy_relaxation_bound,
-    prefetch_affordable,
     relaxation_bound,
 )
-from mipsched.formulations.feasibility import explain_infeasibility
-from mipsched.formulations.lfa import SegmentCache
 from mipsched.heuristics.auto import auto, cpsat, exact
 from mipsched.heuristics.baseline import single_flg_start, unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga

@@ -20,14 +20,14 @@ from mipsched.formulations.bounds import (
     network_latency_bound,
     program_bound,
 )
-from mipsched.formulations.exact import (
-    _least_bound,
-    _relaxed_model,
+from mipsched.formulations.lfa import SegmentCache, flg_keys
+from mipsched.formulations.lfa.relaxation import (
     energy_relaxation_bound,
+    least_bound,
     power_tilings,
     relaxation_bound,
+    relaxed_model,
 )
-from mipsched.formulations.lfa import SegmentCache, flg_keys
 from mipsched.formulations.needed import needed, read_mask
 from mipsched.formulations.solver import solve as solve_model
 from mipsched.hw import load_hardware
@@ -183,7 +183,7 @@ def test_the_relaxations_stop_at_their_deadline_even_while_building_segments() -
     """A GPT-2 XL block at batch 16 has 15 tiling numbers: building one order's segment
     table takes minutes, so the deadline must reach into it; the bound is then marked
     incomplete rather than reported."""
-    from mipsched.formulations.exact import energy_relaxation_bound, relaxation_bound
+    from mipsched.formulations.lfa.relaxation import energy_relaxation_bound, relaxation_bound
     lowerer = Lowerer(fused_gpt2_block(1600, 25, 1024, 16), load_hardware("cloud"))
     for bound in (relaxation_bound, energy_relaxation_bound):
         started = time.perf_counter()
@@ -196,11 +196,11 @@ def _pinned_relaxation(lowerer: Lowerer, lfa: Lfa, tilings: tuple[int, ...],
                        shared: SegmentCache) -> tuple[str, float | None]:
     """Status and value of the exact search's relaxed model of lfa's order with every
     FLG and DRAM cut fixed to lfa's."""
-    model = _relaxed_model(lowerer, lfa.order, tilings, shared=shared)
+    model = relaxed_model(lowerer, lfa.order, tilings, shared=shared)
     chosen = set(flg_keys(lfa))
-    for key, var in model.x.items():
+    for key, var in model.chosen.items():
         model.model.add(var == int(key in chosen))
-    for k, var in model.d.items():
+    for k, var in model.dram_cut.items():
         model.model.add(var == int(k in lfa.dram_cuts))
     status, _ = solve_model(model.model, 30, 1)
     return status.status, status.objective
@@ -221,8 +221,8 @@ def test_the_lfa_relaxation_excludes_no_lfa(name: str, batch: int) -> None:
     shared: SegmentCache = {}
     tilings = (1, 2)
     order = tuple(wl.layers)
-    least = _least_bound(_relaxed_model(lowerer, order, power_tilings(wl), shared=shared),
-                         None, 1, 0)
+    least = least_bound(relaxed_model(lowerer, order, power_tilings(wl), shared=shared),
+                        None, 1, 0)
     rng = random.Random(name)
     fitting = 0
     for _ in range(8):

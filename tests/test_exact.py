@@ -15,7 +15,8 @@ from mipsched.formulations.bounds import (
     energy_bound,
     network_latency_bound,
 )
-from mipsched.formulations.exact import exact_search, relaxation_bound
+from mipsched.formulations.exact import exact_search
+from mipsched.formulations.lfa.relaxation import relaxation_bound
 from mipsched.hw import load_hardware
 from mipsched.hw.model import Hardware
 from mipsched.schedule.lowering import Lowerer

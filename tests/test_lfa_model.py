@@ -24,6 +24,7 @@ from mipsched.formulations.lfa import (
     flg_keys,
     solve_lfa,
 )
+from mipsched.formulations.lfa.model import Groups
 from mipsched.formulations.solver import solve
 from mipsched.hw.load import load_hardware
 from mipsched.hw.model import Hardware
@@ -137,7 +138,7 @@ def _random_lfas(name: str, count: int) -> list[tuple[Lowerer, Lfa]]:
 
 
 def _pinned(lowerer: Lowerer, lfa: Lfa, objective: str,
-            groups: frozenset[str]
+            groups: Groups
             ) -> tuple[SegmentModel, SegmentTable, tuple[int, int, int, int]]:
     """The model with only `lfa`'s FLGs as candidates and every DRAM cut fixed (window
     [0, 0)); the model's DRAM bytes, compute cycles, ideal and DRAM cycles at its
@@ -147,9 +148,9 @@ def _pinned(lowerer: Lowerer, lfa: Lfa, objective: str,
     model = SegmentModel(table, objective, 0, 0, lfa, table.tally(lfa), groups)
     status, solution = solve(model.model, 10, 1)
     assert status.status == "optimal"
-    if "path" in groups:
+    if groups.path:
         assert model.decode(solution)[0] == lfa
-    return model, table, (solution.value(model.dram), solution.value(model.compute),
+    return model, table, (solution.value(model.dram_bytes), solution.value(model.compute_cycles),
                           solution.value(model.ideal), solution.value(model.dram_cycles))
 
 
@@ -165,7 +166,7 @@ def test_model_counts_every_lfa_like_lowering(name: str) -> None:
         program = lowerer.lower(lfa)
         for objective in ("ideal", "energy"):
             _, table, (dram, compute, ideal, dram_cycles) = _pinned(lowerer, lfa, objective,
-                                                                    GROUPS - {"buffer"})
+                                                                    GROUPS.without("buffer"))
             assert (dram, compute, dram_cycles) == (program.dram_bytes,
                                                     program.compute_cycles,
                                                     program.dram_cycles)
@@ -178,7 +179,8 @@ def test_model_counts_every_lfa_like_lowering(name: str) -> None:
         assert tally.energy_pj == pytest.approx(program.energy_pj)
 
 
-@pytest.mark.parametrize("dropped", sorted(GROUPS - {"buffer", "cut_on_boundary"}))
+@pytest.mark.parametrize("dropped",
+                         sorted(GROUPS.without("buffer", "cut_on_boundary").names()))
 def test_dropping_a_constraint_group_is_caught(dropped: str) -> None:
     """Without one group, the pinned model's DRAM bytes or compute cycles differ from the
     program's for some LFA. (Without `buffer` the no-good cuts still make the result
@@ -189,7 +191,7 @@ def test_dropping_a_constraint_group_is_caught(dropped: str) -> None:
         for lowerer, lfa in _random_lfas(name, 6):
             program = lowerer.lower(lfa)
             _, _, (dram, compute, _, dram_cycles) = _pinned(lowerer, lfa, "energy",
-                                                            GROUPS - {"buffer", dropped})
+                                                            GROUPS.without("buffer", dropped))
             caught += (dram, compute, dram_cycles) != (
                 program.dram_bytes, program.compute_cycles, program.dram_cycles)
     assert caught > 0
@@ -295,7 +297,7 @@ def test_buffer_group_only_saves_rounds() -> None:
             lowerer = Lowerer(wl, _with_capacity(cap))
             best = min(row[1] for row in _brute(name) if row[3] <= cap)
             for with_rows in (True, False):
-                groups = GROUPS if with_rows else GROUPS - {"buffer"}
+                groups = GROUPS if with_rows else GROUPS.without("buffer")
                 result = solve_lfa(lowerer, max_segment=len(wl.layers), tilings=SMALL,
                                    workers=1, time_limit=20, groups=groups, max_rounds=2000)
                 assert result.model_ideal == best

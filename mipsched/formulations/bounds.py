@@ -17,7 +17,7 @@ Latency (cycles):
   elements needed to compute the needed positions of its readers (`needed.py`) are
   loaded at least once; every network output is stored at least once; each byte takes
   1 / bandwidth cycles.
-- `lfa_relaxation` (see `lfa_bound.py`): latency >= the ideal max(sum of tile cycles,
+- `lfa_relaxation` (see `lfa/relaxation.py`): latency >= the ideal max(sum of tile cycles,
   sum of DRAM cycles) of its LFA, so the least ideal over the LFAs is a bound.
 Energy (pJ), `energy`: MACs of the positions that must be computed x MAC energy; each such
 output element passes OL1 once (read and write) and is written once to the GBUF; OL0 is
@@ -56,25 +56,29 @@ class LatencyBound:
 
     @property
     def components(self) -> dict[str, int]:
+        """Every computed bound by name (cycles)."""
         return {b.name: int(b.value) for b in self.bounds}
 
     @property
     def derivation(self) -> str:
+        """How the binding bound is derived."""
         return next(b.derivation for b in self.bounds if b.name == self.binding)
 
 
 def strongest(bounds: list[Bound]) -> LatencyBound:
-    """The largest of several latency bounds (all valid, so their max is too)."""
+    """The largest of several latency bounds (cycles; all valid, so their max is too)."""
     best = max(bounds, key=lambda b: b.value)
     return LatencyBound(int(best.value), best.name, tuple(bounds))
 
 
 def network_latency_bound(workload: Workload, hw: Hardware) -> LatencyBound:
-    """max(compute, compulsory DRAM): the bounds that need no model."""
+    """max(compute, compulsory DRAM) (cycles): the bounds that need no model."""
     return strongest([compute_bound(workload, hw), compulsory_dram_bound(workload, hw)])
 
 
 def compute_bound(workload: Workload, hw: Hardware) -> Bound:
+    """The cycles the core array and the vector unit need for the positions every
+    schedule computes (see the module docstring)."""
     positions = needed(workload).positions
     cycles = Fraction(0)
     for name, layer in workload.layers.items():
@@ -93,6 +97,7 @@ def compute_bound(workload: Workload, hw: Hardware) -> Bound:
 
 
 def compulsory_dram_bound(workload: Workload, hw: Hardware) -> Bound:
+    """The DRAM cycles of the bytes every schedule moves (compulsory_dram_bytes)."""
     dram_bytes = compulsory_dram_bytes(workload)
     return Bound("compulsory_dram", math.ceil(dram_bytes / hw.dram.bytes_per_cycle),
                  "(weights + read part of network inputs + network outputs) bytes / DRAM "
@@ -136,6 +141,7 @@ def energy_bound(workload: Workload, hw: Hardware, latency_cycles: int) -> Bound
 
 
 def edp_bound(energy: Bound, latency: LatencyBound) -> Bound:
+    """Energy bound (pJ) x latency bound (cycles): a bound on E x D (pJ x cycles)."""
     return Bound("edp", energy.value * latency.cycles,
                  f"energy bound x latency bound ({latency.binding}): both are positive and "
                  "each is at least its bound")

@@ -1,4 +1,4 @@
-"""Exact CP-SAT model of the DLSA of a fixed LFA (DESIGN §3-4, issue 5).
+"""Exact CP-SAT model of the DLSA of a fixed LFA (DESIGN §3-4).
 
 Variables: the start s_p of every tile (it ends at e_p = s_p + cycles_p), the start a_i of
 every DRAM transfer (an interval of its access cycles; all of them in one NoOverlap: one
@@ -28,8 +28,16 @@ import threading
 import time
 from dataclasses import dataclass
 
+from mipsched.core import seconds_left
 from mipsched.evaluate import evaluate, timeline
-from mipsched.formulations.solver import CpModel, SolveStatus, solve, timed_out
+from mipsched.formulations.solver import (
+    CpModel,
+    IntVar,
+    Solution,
+    SolveStatus,
+    solve,
+    timed_out,
+)
 from mipsched.schedule.notation import Dlsa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
 
@@ -66,7 +74,7 @@ class _Model:
         self.s = [m.new_int_var(0, horizon, f"s{p}") for p in range(n)]
         self.e = [self.s[p] + cycles[p] for p in range(n)]
         self.a = [m.new_int_var(0, horizon, f"a{i}") for i in range(len(tensors))]
-        self.free: list[dict[int, object]] = []  # z (loads) / w (stores) literals by t
+        self.free: list[dict[int, IntVar]] = []  # z (loads) / w (stores) literals by t
         if "tile_chain" in groups:
             for p in range(1, n):
                 m.add(self.s[p] >= self.e[p - 1])
@@ -74,34 +82,10 @@ class _Model:
             m.add_no_overlap([m.new_fixed_size_interval_var(self.a[i], t.access_cycles,
                                                              f"x{i}")
                               for i, t in enumerate(tensors)])
-        for i, t in enumerate(tensors):
+        for i in range(len(tensors)):
             if deadline is not None and time.perf_counter() > deadline:
                 raise TimeoutError("the DLSA model was not built in time")
-            lo, hi = self.ranges[i]
-            lits = {tt: m.new_bool_var(f"f{i}_{tt}") for tt in range(lo, hi)}
-            for tt in range(lo, hi - 1):
-                m.add_implication(lits[tt], lits[tt + 1])
-            self.free.append(lits)
-            done = self.a[i] + t.access_cycles
-            if t.is_load:
-                if "load_release" in groups:
-                    for v in range(max(lo, 1), hi + 1):
-                        if v - 1 in lits:   # Start >= v  <=>  not z[v-1]
-                            m.add(self.a[i] >= self.e[v - 1]).only_enforce_if(
-                                lits[v - 1].negated())
-                        else:               # Start >= lo >= v always
-                            m.add(self.a[i] >= self.e[v - 1])
-                if "load_need" in groups:
-                    m.add(self.s[t.first_use] >= done)
-            else:
-                if "store_release" in groups:
-                    m.add(self.a[i] >= self.e[t.producer])
-                if "store_need" in groups:
-                    for v in range(lo, min(hi, n - 1) + 1):
-                        if v in lits:       # End <= v  <=>  w[v]
-                            m.add(self.s[v] >= done).only_enforce_if(lits[v])
-                        else:               # v == hi < n: End <= hi always
-                            m.add(self.s[v] >= done)
+            self._add_transfer(i, groups)
         if "precedence" in groups:
             for store, load in program.precedence:
                 m.add(self.a[load] >= self.a[store] + tensors[store].access_cycles)
@@ -113,6 +97,38 @@ class _Model:
         for i, t in enumerate(tensors):
             m.add(self.makespan >= self.a[i] + t.access_cycles)
         m.minimize(self.makespan)
+
+    def _add_transfer(self, i: int, groups: frozenset[str]) -> None:
+        """Transfer i's free-end literals (monotone in t) and, by `groups`, its release
+        and need constraints."""
+        m = self.model
+        t = self.program.tensors[i]
+        n = self.program.n_tiles
+        lo, hi = self.ranges[i]
+        lits = {tt: m.new_bool_var(f"f{i}_{tt}") for tt in range(lo, hi)}
+        for tt in range(lo, hi - 1):
+            m.add_implication(lits[tt], lits[tt + 1])
+        self.free.append(lits)
+        done = self.a[i] + t.access_cycles
+        if t.is_load:
+            if "load_release" in groups:
+                for v in range(max(lo, 1), hi + 1):
+                    if v - 1 in lits:   # Start >= v  <=>  not z[v-1]
+                        m.add(self.a[i] >= self.e[v - 1]).only_enforce_if(
+                            lits[v - 1].negated())
+                    else:               # Start >= lo >= v always
+                        m.add(self.a[i] >= self.e[v - 1])
+            if "load_need" in groups:
+                m.add(self.s[t.first_use] >= done)
+        else:
+            if "store_release" in groups:
+                m.add(self.a[i] >= self.e[t.producer])
+            if "store_need" in groups:
+                for v in range(lo, min(hi, n - 1) + 1):
+                    if v in lits:       # End <= v  <=>  w[v]
+                        m.add(self.s[v] >= done).only_enforce_if(lits[v])
+                    else:               # v == hi < n: End <= hi always
+                        m.add(self.s[v] >= done)
 
     def hint(self, dlsa: Dlsa) -> None:
         """Hints every variable with `dlsa`'s ASAP timing."""
@@ -127,7 +143,8 @@ class _Model:
                 self.model.add_hint(lit, tt >= free)
         self.model.add_hint(self.makespan, tl.makespan)
 
-    def decode(self, solution) -> Dlsa:
+    def decode(self, solution: Solution) -> Dlsa:
+        """The DLSA of a solution: its living durations, and the DRAM order by start."""
         tensors = self.program.tensors
         living = []
         for i, t in enumerate(tensors):
@@ -140,9 +157,8 @@ class _Model:
         return Dlsa(tuple(order), tuple(living))
 
 
-
 def add_buffer_limits(m: CpModel, program: TileProgram, ranges: list[tuple[int, int]],
-                      free: list[dict[int, object]], base: list[int] | None = None,
+                      free: list[dict[int, IntVar]], base: list[int] | None = None,
                       ids: list[int] | None = None) -> None:
     """Per tile t: base(t) + bytes of the tensors `ids` with Start <= t < End <= capacity,
     where tensor i's free end lies in `ranges[i]` and `free[i]` maps t to its literal
@@ -199,7 +215,7 @@ def solve_dlsa(program: TileProgram, hint: Dlsa | None = None,
             model.hint(hint)
     except TimeoutError:
         return DlsaSolution(hint, hint_latency, timed_out(started), None)
-    left = None if deadline is None else deadline - time.perf_counter()
+    left = seconds_left(deadline)
     if left is not None and left <= 0:
         return DlsaSolution(hint, hint_latency, timed_out(started), None)
     good_enough = None if target is None else (lambda sol: sol.objective <= target)

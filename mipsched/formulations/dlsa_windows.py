@@ -1,4 +1,4 @@
-"""The DLSA model over a window of a large program (DESIGN §4 "Windows", issue 5).
+"""The DLSA model over a window of a large program (DESIGN §4 "Windows").
 
 A window is a run of tiles [w0, w1) and the run of DRAM transfers [k0, k1) of the
 incumbent order that happen around them. The incumbent's ASAP timing is a longest-path
@@ -29,10 +29,18 @@ import threading
 import time
 from dataclasses import dataclass
 
-from mipsched.core import ModelRecord, WindowSettings
+from mipsched.core import ModelRecord, WindowSettings, seconds_left
 from mipsched.evaluate import Timeline, buffer_profile, evaluate, timeline
 from mipsched.formulations.dlsa import add_buffer_limits, solve_dlsa, whole_model_fits
-from mipsched.formulations.solver import CpModel, SolveStatus, solve, timed_out
+from mipsched.formulations.solver import (
+    CpModel,
+    IntVar,
+    LinearExpr,
+    Solution,
+    SolveStatus,
+    solve,
+    timed_out,
+)
 from mipsched.schedule.notation import Dlsa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
 
@@ -51,7 +59,8 @@ class Tails:
 
 
 def tails(program: TileProgram, dlsa: Dlsa) -> Tails:
-    """Longest paths to the end, walking the evaluator's topological order backwards."""
+    """Longest paths to the end (cycles), walking the evaluator's topological order
+    backwards."""
     n = program.n_tiles
     release, need = [], []
     for t, (start, end) in zip(program.tensors, dlsa.living, strict=True):
@@ -122,87 +131,114 @@ class WindowModel:
 
     def __init__(self, program: TileProgram, incumbent: Dlsa, times: Timeline, tail: Tails,
                  window: Window, reach: int) -> None:
-        """`times` and `tail`: the incumbent's timeline and tails."""
+        """`times` and `tail`: the incumbent's timeline and tails; a window transfer's
+        free end may lie up to `reach` tiles outside the window."""
         self.program, self.incumbent, self.window = program, incumbent, window
         self.times = times
-        n = program.n_tiles
         w0, w1, k0, k1 = window.w0, window.w1, window.k0, window.k1
         order = incumbent.order
-        self.free_ids = free_ids = list(order[k0:k1])
+        self.free_ids = list(order[k0:k1])
         tensors = program.tensors
         horizon = times.makespan
         self.model = m = CpModel()
-        cycles = program.tile_cycles
         self.s = {p: m.new_int_var(0, horizon, f"s{p}") for p in range(w0, w1)}
-
-        def end(p: int):
-            """End of tile p: a variable inside the window, a constant before it."""
-            return self.s[p] + cycles[p] if p >= w0 else times.tile_end[p] if p >= 0 else 0
-
         self.makespan = m.new_int_var(0, horizon, "makespan")
         for p in range(w0, w1):  # chain, and the prefix's transfers each tile needs
-            m.add(self.s[p] >= end(p - 1))
+            m.add(self.s[p] >= self._end(p - 1))
         for i in order[:k0]:
             if w0 <= tail.need[i] < w1:
                 m.add(self.s[tail.need[i]] >= times.transfer_end[i])
         dram_free = times.transfer_end[order[k0 - 1]] if k0 else 0
-        self.a = {i: m.new_int_var(dram_free, horizon, f"a{i}") for i in free_ids}
+        self.a = {i: m.new_int_var(dram_free, horizon, f"a{i}") for i in self.free_ids}
         m.add_no_overlap([m.new_fixed_size_interval_var(self.a[i], tensors[i].access_cycles,
-                                                        f"x{i}") for i in free_ids])
+                                                        f"x{i}") for i in self.free_ids])
         first_suffix = tail.transfer[order[k1]] if k1 < len(order) else 0
-        ranges = [(t.free_end(v), t.free_end(v)) for t, v in zip(tensors, incumbent.living,
-                                                                   strict=True)]
-        self.free: list[dict[int, object]] = [{} for _ in tensors]
-        for i in free_ids:
-            t = tensors[i]
-            value = ranges[i][0]
-            if t.is_load:
-                lo, hi = max(t.lo, w0 - reach), min(t.hi, w1)
-            else:
-                lo, hi = max(t.lo, w0), min(t.hi, w1 + reach)
-            lo, hi = min(lo, value), max(hi, value)
-            ranges[i] = (lo, hi)
-            lits = {tt: m.new_bool_var(f"f{i}_{tt}") for tt in range(lo, hi)}
-            for tt in range(lo, hi - 1):
-                m.add_implication(lits[tt], lits[tt + 1])
-            self.free[i] = lits
-            done = self.a[i] + t.access_cycles
-            m.add(self.makespan >= done + first_suffix)
-            if t.is_load:  # released by tile Start - 1; needed by its first use
-                for v in range(max(lo, 1), hi + 1):
-                    if v - 1 in lits:
-                        m.add(self.a[i] >= end(v - 1)).only_enforce_if(lits[v - 1].negated())
-                    else:
-                        m.add(self.a[i] >= end(v - 1))
-                self._need(t.first_use, done, None, tail)
-            else:          # released by its producer; needed by tile End
-                m.add(self.a[i] >= end(t.producer))
-                for v in range(lo, min(hi, n - 1) + 1):
-                    self._need(v, done, lits.get(v), tail)
-        position = {i: k for k, i in enumerate(order)}
-        for store, load in program.precedence:
-            if store in self.a and load in self.a:
-                m.add(self.a[load] >= self.a[store] + tensors[store].access_cycles)
-            elif load in self.a and position[store] >= k1:
-                raise ScheduleError("incumbent loads data before storing it")
-        for p in range(w0, w1):  # edges from window tiles into the suffix
-            m.add(self.makespan >= end(p))
-        if w1 < n:
-            m.add(self.makespan >= end(w1 - 1) + tail.tile[w1])
-        for j in order[k1:]:
-            if w0 <= tail.release[j] < w1:
-                m.add(self.makespan >= end(tail.release[j]) + tail.transfer[j])
-        m.add(self.makespan >= self._prefix_floor(times, tail))
-        base = buffer_profile(program, incumbent)  # index t + 1
-        for i in free_ids:
-            start, stop = incumbent.living[i]
-            for k in range(start + 1, stop + 1):
-                base[k] -= tensors[i].bytes
-        add_buffer_limits(m, program, ranges, self.free, base, free_ids)
-        self.ranges = ranges
+        self.ranges = [(t.free_end(v), t.free_end(v))
+                       for t, v in zip(tensors, incumbent.living, strict=True)]
+        self.free: list[dict[int, IntVar]] = [{} for _ in tensors]
+        for i in self.free_ids:
+            self._add_transfer(i, reach, first_suffix, tail)
+        self._add_precedence()
+        self._add_suffix_edges(tail)
+        self._add_buffer_limits()
         m.minimize(self.makespan)
 
-    def _need(self, v: int, done, literal, tail: Tails) -> None:
+    def _end(self, p: int) -> LinearExpr:
+        """End of tile p (cycles): a variable inside the window, a constant before it."""
+        if p >= self.window.w0:
+            return self.s[p] + self.program.tile_cycles[p]
+        return self.times.tile_end[p] if p >= 0 else 0
+
+    def _add_transfer(self, i: int, reach: int, first_suffix: int, tail: Tails) -> None:
+        """Window transfer i: its free-end literals over its range, its release (tile
+        Start - 1 of a load, a store's producer) and the tiles that need it."""
+        m = self.model
+        t = self.program.tensors[i]
+        n = self.program.n_tiles
+        w0, w1 = self.window.w0, self.window.w1
+        value = self.ranges[i][0]
+        if t.is_load:
+            lo, hi = max(t.lo, w0 - reach), min(t.hi, w1)
+        else:
+            lo, hi = max(t.lo, w0), min(t.hi, w1 + reach)
+        lo, hi = min(lo, value), max(hi, value)
+        self.ranges[i] = (lo, hi)
+        lits = {tt: m.new_bool_var(f"f{i}_{tt}") for tt in range(lo, hi)}
+        for tt in range(lo, hi - 1):
+            m.add_implication(lits[tt], lits[tt + 1])
+        self.free[i] = lits
+        done = self.a[i] + t.access_cycles
+        m.add(self.makespan >= done + first_suffix)
+        if t.is_load:  # released by tile Start - 1; needed by its first use
+            for v in range(max(lo, 1), hi + 1):
+                if v - 1 in lits:
+                    m.add(self.a[i] >= self._end(v - 1)).only_enforce_if(lits[v - 1].negated())
+                else:
+                    m.add(self.a[i] >= self._end(v - 1))
+            self._need(t.first_use, done, None, tail)
+        else:          # released by its producer; needed by tile End
+            m.add(self.a[i] >= self._end(t.producer))
+            for v in range(lo, min(hi, n - 1) + 1):
+                self._need(v, done, lits.get(v), tail)
+
+    def _add_precedence(self) -> None:
+        """A load of stored data after the store, both in the window; raises
+        ScheduleError when the incumbent stores the data only after the window."""
+        tensors = self.program.tensors
+        position = {i: k for k, i in enumerate(self.incumbent.order)}
+        for store, load in self.program.precedence:
+            if store in self.a and load in self.a:
+                self.model.add(self.a[load] >= self.a[store] + tensors[store].access_cycles)
+            elif load in self.a and position[store] >= self.window.k1:
+                raise ScheduleError("incumbent loads data before storing it")
+
+    def _add_suffix_edges(self, tail: Tails) -> None:
+        """The makespan after the paths from window tiles into the suffix, and after the
+        constant paths from the prefix (`_prefix_floor`)."""
+        m = self.model
+        w0, w1 = self.window.w0, self.window.w1
+        for p in range(w0, w1):  # edges from window tiles into the suffix
+            m.add(self.makespan >= self._end(p))
+        if w1 < self.program.n_tiles:
+            m.add(self.makespan >= self._end(w1 - 1) + tail.tile[w1])
+        for j in self.incumbent.order[self.window.k1:]:
+            if w0 <= tail.release[j] < w1:
+                m.add(self.makespan >= self._end(tail.release[j]) + tail.transfer[j])
+        m.add(self.makespan >= self._prefix_floor(self.times, tail))
+
+    def _add_buffer_limits(self) -> None:
+        """The buffer limit on every tile a window transfer may occupy, the other
+        transfers as the incumbent holds them."""
+        tensors = self.program.tensors
+        base = buffer_profile(self.program, self.incumbent)  # index t + 1
+        for i in self.free_ids:
+            start, stop = self.incumbent.living[i]
+            for k in range(start + 1, stop + 1):
+                base[k] -= tensors[i].bytes
+        add_buffer_limits(self.model, self.program, self.ranges, self.free, base,
+                          self.free_ids)
+
+    def _need(self, v: int, done: LinearExpr, literal: IntVar | None, tail: Tails) -> None:
         """Tile v waits for a window transfer (when `literal` holds, if given)."""
         w0, w1 = self.window.w0, self.window.w1
         if v >= self.program.n_tiles:
@@ -241,7 +277,7 @@ class WindowModel:
                 self.model.add_hint(lit, tt >= value)
         self.model.add_hint(self.makespan, times.makespan)
 
-    def decode(self, solution) -> Dlsa:
+    def decode(self, solution: Solution) -> Dlsa:
         """The incumbent with the window's order and free ends replaced."""
         tensors = self.program.tensors
         living = list(self.incumbent.living)
@@ -274,7 +310,7 @@ def solve_window(program: TileProgram, incumbent: Dlsa, w0: int, w1: int,
         return incumbent, best_latency, None
     model = WindowModel(program, incumbent, times, tail, window, settings.reach)
     model.hint()
-    left = None if time_limit is None else time_limit - (time.perf_counter() - started)
+    left = seconds_left(None if time_limit is None else started + time_limit)
     if left is not None and left <= 0:
         return incumbent, best_latency, timed_out(started)
     good_enough = None if target is None else (lambda sol: sol.objective <= target)
@@ -303,6 +339,7 @@ class DlsaImprovement:
 
     @property
     def windows(self) -> int:
+        """How many window models were solved."""
         return sum(scope == "window" for scope, _ in self.runs)
 
     def records(self) -> list[ModelRecord]:
@@ -344,7 +381,7 @@ def improve_dlsa(program: TileProgram, incumbent: Dlsa, time_limit: float | None
     reached = target is not None and best_latency <= target
     if not whole or stop.is_set() or reached:
         return DlsaImprovement(best, best_latency, runs, None)
-    left = None if deadline is None else deadline - time.perf_counter()
+    left = seconds_left(deadline)
     if left is not None and left <= 0:
         return DlsaImprovement(best, best_latency, runs, None)
     result = solve_dlsa(program, best, left, workers, seed, stop=stop, target=target)
@@ -368,7 +405,7 @@ def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float 
             if stop.is_set() or (target is not None and best_latency <= target):
                 return best, best_latency
             w1 = window_end(program, best, w0, settings)
-            left = None if deadline is None else deadline - time.perf_counter()
+            left = seconds_left(deadline)
             if left is not None and left <= 0:
                 return best, best_latency
             budget = settings.seconds if left is None else min(settings.seconds, left)

@@ -1,4 +1,4 @@
-"""Exact search over the whole schedule space: branch and bound over LFAs (issue 6).
+"""Exact search over the whole schedule space: branch and bound over LFAs.
 
 The space: every computing order (topological sort), every set of FLCs and DRAM cuts,
 a tiling number from `tilings` per FLG, and every DLSA; nets of at most MAX_LAYERS
@@ -6,11 +6,9 @@ layers. By default `tilings` holds every power of two, which covers every schedu
 mipsched method returns (all of them double or halve tiling numbers, as SoMa's operator
 does); tiling numbers that are not powers of two are outside the claim.
 
-Every schedule's latency is at least its LFA's bound: the ideal max(sum of tile cycles,
-sum of DRAM cycles) raised by head-and-tail terms (`bounds.program_bound`, restricted to
-FLG starts). The LFA segment model with its `head_tail` group, without its `buffer` group
-and with the bound pinned to its exact value (`lfa.SegmentModel.pin_ideal`), gives every
-LFA of an order this bound and excludes none. Then:
+Every schedule's latency is at least its LFA's bound, the ideal raised by head-and-tail
+terms; the relaxed segment model of an order (`lfa.relaxation.relaxed_model`) gives
+every LFA of the order this bound and excludes none. Then:
 1. per order, the model's optimum (or proven CP-SAT bound) is the least bound of the
    order's LFAs; orders are searched from the least;
 2. CP-SAT enumerates the order's LFAs by slices of bound [lo, hi), from its least bound
@@ -34,39 +32,31 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from mipsched.core import Candidate
-from mipsched.dlsa_starts import prefetch_dlsa, tight_dlsa
-from mipsched.evaluate import Evaluation, buffer_profile, evaluate
+from mipsched.core import Candidate, seconds_left
+from mipsched.dlsa_starts import constructed_dlsa, fitting_start
+from mipsched.evaluate import Evaluation, evaluate
 from mipsched.formulations.bounds import program_bound
 from mipsched.formulations.dlsa import solve_dlsa, whole_model_fits
-from mipsched.formulations.lfa import (
-    GROUPS,
-    SegmentCache,
-    SegmentModel,
-    SegmentTable,
-    unfused_tally,
+from mipsched.formulations.lfa.model import SegmentModel
+from mipsched.formulations.lfa.relaxation import (
+    MAX_ORDERS,
+    RUN_SECONDS,
+    least_bound,
+    power_tilings,
+    relaxed_model,
+    run_seconds,
 )
-from mipsched.formulations.solver import enumerate_solutions, solve
-from mipsched.schedule.default_dlsa import default_dlsa
+from mipsched.formulations.lfa.segments import SegmentCache
+from mipsched.formulations.solver import enumerate_solutions
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
-from mipsched.workload.graph import Workload
 
-#: Most computing orders the search enumerates; beyond, it does not claim the whole space.
-MAX_ORDERS = 64
-#: Most layers the LFA relaxation and the exact search take on: they need every segment
-#: of the order (n^2 / 2 FLG candidates per tiling number) to cover the whole space.
-MAX_LAYERS = 16
 #: Most LFAs one slice enumerates before the search gives up on completeness.
 MAX_ENUMERATED = 1_000_000
-#: CP-SAT time for one model run (the least LFA bound, or one LFA's DLSA), seconds.
-RUN_SECONDS = 20.0
 #: CP-SAT time for an LFA's DLSA when the search first meets it, seconds: one that is not
-#: settled by then waits until the search has been through every LFA (with a better
-#: incumbent by then, which often settles it at once: a 176-tile program of a 5-layer
-#: DAG on a 10 kB buffer took 20 s unsettled against a 4,912-cycle incumbent and 0.6 s
-#: against 4,622).
+#: settled by then waits until the search has been through every LFA, with a better
+#: incumbent by then, which often settles it at once (docs/decisions.md).
 FIRST_SECONDS = 2.0
 
 
@@ -128,8 +118,7 @@ class _Search:
             program = self.lowerer.lower(lfa, remember=False)
         except ScheduleError:
             return  # not a valid LFA (e.g. an FLG the lowering rejects)
-        if max(buffer_profile(program, tight_dlsa(program))) > \
-                program.buffer_capacity_bytes:
+        if fitting_start(program) is None:  # not even the tight DLSA fits
             self.no_fit += 1
             return
         bound = program_bound(program)
@@ -201,13 +190,13 @@ def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
     unbuilt = False  # an order whose model was not built in time: nothing is proven
     for order in orders[:max_orders]:
         try:
-            model = _relaxed_model(lowerer, tuple(order), tilings, deadline, shared,
-                                   upper=None if math.isinf(search.best_latency)
-                                   else int(search.best_latency))
+            model = relaxed_model(lowerer, tuple(order), tilings, deadline, shared,
+                                  upper=None if math.isinf(search.best_latency)
+                                  else int(search.best_latency))
         except TimeoutError:
             unbuilt = True
             break
-        models.append((_least_bound(model, deadline, workers, seed, stop), len(models),
+        models.append((least_bound(model, deadline, workers, seed, stop), len(models),
                        model))
     left = [_search_order(model, least, search)
             for least, _, model in sorted(models, key=lambda item: item[:2])]
@@ -224,130 +213,6 @@ def exact_search(lowerer: Lowerer, incumbent: Candidate | None = None,
                        all_orders and not unbuilt, search.explored, search.no_fit,
                        search.pruned, search.too_big, search.solved,
                        time.perf_counter() - started, space)
-
-
-def relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
-                     workers: int | None = None, seed: int = 0,
-                     tilings: tuple[int, ...] | None = None,
-                     max_orders: int = MAX_ORDERS, shared: SegmentCache | None = None,
-                     upper: int | None = None) -> tuple[float, bool]:
-    """The least LFA bound (the ideal raised by the head-and-tail terms) over the LFAs of
-    every order (cycles), or the CP-SAT proven bound when a run does not finish; and
-    whether every order was covered (not so when there are more than `max_orders`, or
-    time runs out first: the value is then no bound). `shared`: segments summarised
-    before, by another relaxation of the same workload and hardware. `upper`: the
-    latency of some schedule whose tilings are among `tilings` (cycles): LFAs bounded
-    above it are left out (see _relaxed_model)."""
-    tilings = tilings or power_tilings(lowerer.workload)
-    shared = {} if shared is None else shared
-
-    def least_bound(order: tuple[str, ...], deadline: float | None) -> float:
-        return _least_bound(_relaxed_model(lowerer, order, tilings, deadline, shared,
-                                           upper), deadline, workers, seed)
-
-    return _least_over_orders(lowerer, time_limit, max_orders, least_bound)
-
-
-def energy_relaxation_bound(lowerer: Lowerer, time_limit: float | None = None,
-                            workers: int | None = None, seed: int = 0,
-                            tilings: tuple[int, ...] | None = None,
-                            max_orders: int = MAX_ORDERS, shared: SegmentCache | None = None,
-                            upper_pj: float | None = None) -> tuple[float, bool]:
-    """The least energy over the LFAs of every order (pJ, static power excluded: the
-    energy of an LFA does not depend on its DLSA), from the segment model's energy
-    objective without its buffer group (or its proven CP-SAT bound when a run does not
-    finish); and whether every order was covered (as in relaxation_bound). Segment
-    energies are rounded to the model's unit, so the bound is lowered by half a unit per
-    FLG. `shared` as in relaxation_bound. `upper_pj`: the energy (static excluded) of
-    some LFA whose tilings are among `tilings`: FLGs whose tiles alone take more are
-    left out, which changes no least value."""
-    tilings = tilings or power_tilings(lowerer.workload)
-    shared = {} if shared is None else shared
-
-    def least_energy(order: tuple[str, ...], deadline: float | None) -> float:
-        n = len(order)
-        keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
-        table = SegmentTable(lowerer, order, keys, deadline, with_buffer=False,
-                             shared=shared)
-        if upper_pj is not None:
-            table.segments = {key: seg for key, seg in table.segments.items()
-                              if seg.energy_pj <= upper_pj}
-        model = SegmentModel(table, "energy", 0, n, None, unfused_tally(table),
-                             GROUPS - {"buffer"})
-        if deadline is not None and time.perf_counter() > deadline:
-            raise TimeoutError("the LFA energy model was not built in time")
-        status, _ = solve(model.model, _run_seconds(deadline), workers, seed)
-        if status.status == "infeasible":
-            return math.inf
-        units = status.bound if status.bound is not None else 0.0
-        return (units - n / 2) / model.per_byte.denominator
-
-    least, complete = _least_over_orders(lowerer, time_limit, max_orders, least_energy)
-    return max(least, 0.0), complete
-
-
-def _least_over_orders(lowerer: Lowerer, time_limit: float | None, max_orders: int,
-                       value_of: Callable[[tuple[str, ...], float | None], float]
-                       ) -> tuple[float, bool]:
-    """min of value_of(order, deadline) over the first `max_orders` computing orders, and
-    whether that covered every order before the time limit (value_of raises
-    TimeoutError when it cannot finish by the deadline)."""
-    deadline = None if time_limit is None else time.perf_counter() + time_limit
-    orders = list(itertools.islice(nx.all_topological_sorts(lowerer.workload.graph),
-                                   max_orders + 1))
-    least = math.inf
-    for order in orders[:max_orders]:
-        if deadline is not None and time.perf_counter() > deadline:
-            return least, False
-        try:
-            least = min(least, value_of(tuple(order), deadline))
-        except TimeoutError:
-            return least, False
-    return least, len(orders) <= max_orders
-
-
-def power_tilings(workload: Workload) -> tuple[int, ...]:
-    """Every power-of-two tiling number an FLG of `workload` could accept: 1, 2, 4, ...
-    up to the most output positions (samples x rows x columns) of any layer."""
-    most = max(workload.batch * lay.out.h * lay.out.w for lay in workload.layers.values())
-    return tuple(2 ** k for k in range(most.bit_length()))
-
-
-def _relaxed_model(lowerer: Lowerer, order: tuple[str, ...], tilings: tuple[int, ...],
-                   deadline: float | None = None, shared: SegmentCache | None = None,
-                   upper: int | None = None) -> SegmentModel:
-    """The order's LFA bound model over every segment (FLG) and tiling number (segments
-    shared with other orders' models through `shared`). With `upper` (cycles, at least
-    the least bound over the whole space, e.g. the latency of a schedule in it), LFAs
-    whose bound exceeds it are left out, first those with an FLG that alone computes
-    longer: the least bound is unchanged, the model smaller and its numbers tamer.
-    Raises TimeoutError when building it passes `deadline` (time.perf_counter())."""
-    n = len(order)
-    if n > MAX_LAYERS:
-        raise ValueError(f"the LFA relaxation takes nets of at most {MAX_LAYERS} layers, "
-                         f"not {n}")
-    keys = [(i, j, t) for i in range(n) for j in range(i + 1, n + 1) for t in tilings]
-    table = SegmentTable(lowerer, order, keys, deadline, with_buffer=False,
-                         shared={} if shared is None else shared)
-    if upper is not None:
-        table.segments = {key: seg for key, seg in table.segments.items()
-                          if seg.compute_cycles <= upper}
-    model = SegmentModel(table, "ideal", 0, n, None, unfused_tally(table),
-                         (GROUPS - {"buffer"}) | {"head_tail", "fit"}, upper)
-    model.pin_ideal()
-    if deadline is not None and time.perf_counter() > deadline:
-        raise TimeoutError("the LFA bound model was not built in time")
-    return model
-
-
-def _least_bound(model: SegmentModel, deadline: float | None, workers: int | None,
-                 seed: int, stop: threading.Event | None = None) -> float:
-    """The least LFA bound of the model's order (cycles; the proven CP-SAT bound when the
-    run does not finish; inf when the order has no LFA)."""
-    status, _ = solve(model.model, _run_seconds(deadline), workers, seed, stop)
-    if status.status == "infeasible":
-        return math.inf
-    return status.bound if status.bound is not None else 0.0
 
 
 def _search_order(model: SegmentModel, least: float, search: _Search) -> float:
@@ -383,8 +248,9 @@ def _examine_slice(model: SegmentModel, lo: int, hi: int, search: _Search) -> bo
         return (search.best_latency > lo and not search.out_of_time()
                 and seen < MAX_ENUMERATED)
 
-    left = None if search.deadline is None else max(0.01,
-                                                      search.deadline - time.perf_counter())
+    left = seconds_left(search.deadline)
+    if left is not None:
+        left = max(0.01, left)
     return enumerate_solutions(m, left, examine, search.seed, search.stop)
 
 
@@ -397,56 +263,10 @@ def _best_dlsa(program: TileProgram, deadline: float | None, workers: int | None
     optimum found, or none faster than `below`), a lower bound on the program's latency
     (cycles)."""
     sol = solve_dlsa(program, constructed_dlsa(program, deadline)[0],
-                     _run_seconds(deadline, seconds),
-                     workers, seed, stop=stop,
+                     run_seconds(deadline, seconds), workers, seed, stop=stop,
                      below=None if math.isinf(below) else int(below))
     assert sol.dlsa is not None  # never worse than its hint
     settled = sol.status.status in ("optimal", "infeasible")
     lower = None if settled else max(program_bound(program), sol.lower_bound or 0)
     return sol.dlsa, evaluate(program, sol.dlsa), lower
 
-
-#: Steps of prefetch_dlsa's walk (tiles a living duration is moved by) per second, on
-#: the bound `prefetch_steps` gives: measured 8 to 21 million on programs of 7,000 to
-#: 10,000 tiles (2 to 4 s each), so this is on the safe side.
-PREFETCH_STEPS_PER_SECOND = 5e6
-
-
-def prefetch_steps(program: TileProgram, start: Dlsa) -> int:
-    """An upper bound on the steps prefetch_dlsa(program, start) takes: every load's
-    Start moved to its earliest tile, every store's End to its latest."""
-    return sum(max(b - t.lo, 0) if t.is_load else max(t.hi - e, 0)
-               for t, (b, e) in zip(program.tensors, start.living, strict=True))
-
-
-def prefetch_affordable(program: TileProgram, start: Dlsa, deadline: float | None) -> bool:
-    """Whether prefetch_dlsa(program, start), which has no deadline of its own, surely
-    ends before `deadline` (time.perf_counter(); None: always)."""
-    return deadline is None or prefetch_steps(program, start) <= \
-        PREFETCH_STEPS_PER_SECOND * (deadline - time.perf_counter())
-
-
-def constructed_dlsa(program: TileProgram, deadline: float | None = None
-                     ) -> tuple[Dlsa, Evaluation]:
-    """The fastest of the constructed DLSAs that fit (tight, default, and the prefetching
-    ones grown from each, those that surely end before `deadline`) of a program whose
-    tight DLSA fits, with its evaluation."""
-    tight = tight_dlsa(program)
-    starts = [tight]
-    if prefetch_affordable(program, tight, deadline):
-        starts.append(prefetch_dlsa(program, tight))
-    default = default_dlsa(program)
-    default_ev = evaluate(program, default)
-    if default_ev.fits:
-        starts.append(default)
-        if prefetch_affordable(program, default, deadline):
-            starts.append(prefetch_dlsa(program, default))
-    evaluated = [(d, default_ev if d is default else evaluate(program, d)) for d in starts]
-    return min(evaluated, key=lambda pair: pair[1].latency_cycles)
-
-
-def _run_seconds(deadline: float | None, seconds: float = RUN_SECONDS) -> float:
-    """`seconds`, or what is left before the deadline if that is less."""
-    if deadline is None:
-        return seconds
-    return max(0.01, min(seconds, deadline - time.perf_counter()))

@@ -28,10 +28,13 @@ class LayerNeed:
 
     @property
     def total(self) -> int:
+        """Weights + inputs + output (bytes)."""
         return self.weight_bytes + sum(self.input_bytes.values()) + self.output_bytes
 
 
 def layer_need(workload: Workload, name: str) -> LayerNeed:
+    """The least buffer (bytes) layer `name` needs while one of its tiles runs: its
+    weights, and the inputs and output of its smallest one-pixel tile."""
     layer = workload.layers[name]
     ins = workload.in_shapes(name)
     eb = workload.elem_bytes

@@ -7,7 +7,6 @@ and a thread count, and returns a frozen, typed result.
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -15,8 +14,11 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from mipsched.core import stop_on_ctrl_c
+
 CpModel = cp_model.CpModel
 IntVar = cp_model.IntVar
+LinearExpr = cp_model.LinearExprT
 
 _STATUS = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
            cp_model.INFEASIBLE: "infeasible", cp_model.MODEL_INVALID: "invalid",
@@ -38,6 +40,7 @@ class SolveStatus:
 
     @property
     def has_solution(self) -> bool:
+        """Whether the run found a solution (optimal or feasible)."""
         return self.status in ("optimal", "feasible")
 
 
@@ -48,6 +51,7 @@ def timed_out(started: float) -> SolveStatus:
 
 
 def default_workers() -> int:
+    """CP-SAT threads when the caller gives none: one per CPU."""
     return max(1, os.cpu_count() or 1)
 
 
@@ -57,10 +61,12 @@ class Solution:
     def __init__(self, solver: cp_model.CpSolver) -> None:
         self._solver = solver
 
-    def value(self, expr) -> int:
+    def value(self, expr: LinearExpr) -> int:
+        """The value of a variable or linear expression (model units)."""
         return int(self._solver.value(expr))
 
-    def boolean(self, literal) -> bool:
+    def boolean(self, literal: IntVar) -> bool:
+        """The value of a Boolean literal."""
         return bool(self._solver.boolean_value(literal))
 
     @property
@@ -108,17 +114,14 @@ def _run(solver: cp_model.CpSolver, call: Callable[[], int], stop: threading.Eve
     solver.parameters.catch_sigint_signal = False  # Ctrl-C is ours (see above)
     result: list[int] = []
     worker = threading.Thread(target=lambda: result.append(call()), daemon=True)
-    main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, lambda *_: stop.set()) if main else None
     try:
-        worker.start()
-        while worker.is_alive():
-            if stop.is_set():
-                solver.stop_search()
-            worker.join(POLL_SECONDS)
+        with stop_on_ctrl_c(stop):
+            worker.start()
+            while worker.is_alive():
+                if stop.is_set():
+                    solver.stop_search()
+                worker.join(POLL_SECONDS)
     finally:
-        if main:
-            signal.signal(signal.SIGINT, previous)
         solver.stop_search()
         worker.join()
     return result[0]
@@ -139,17 +142,21 @@ class _StopWhen(cp_model.CpSolverSolutionCallback):
         self._accept = accept
 
     def on_solution_callback(self) -> None:
+        """Called by CP-SAT on every improving solution."""
         if self._accept(_Reader(self)):
             self.stop_search()
 
 
 class _Enumerator(cp_model.CpSolverSolutionCallback):
+    """Hands every solution to `on_solution`; ends the search when it returns False."""
+
     def __init__(self, on_solution: Callable[[Solution], bool]) -> None:
         super().__init__()
         self._on_solution = on_solution
         self.stopped = False
 
     def on_solution_callback(self) -> None:
+        """Called by CP-SAT on every solution."""
         if not self._on_solution(_Reader(self)):
             self.stopped = True
             self.stop_search()
@@ -159,8 +166,9 @@ def enumerate_solutions(model: cp_model.CpModel, time_limit: float | None,
                         on_solution: Callable[[Solution], bool], seed: int = 0,
                         stop: threading.Event | None = None) -> bool:
     """Calls `on_solution` on every solution of `model` (which must have no objective)
-    until it returns False; single-threaded, as CP-SAT enumerates. True when every
-    solution was seen (not stopped, not interrupted, not out of time)."""
+    until it returns False, for at most `time_limit` seconds; single-threaded, as CP-SAT
+    enumerates. True when every solution was seen (not stopped, not interrupted, not
+    out of time)."""
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed

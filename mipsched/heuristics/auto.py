@@ -26,8 +26,9 @@ import time
 from mipsched.core import Bound, Candidate, MethodResult, ModelRecord, SearchOptions
 from mipsched.evaluate import evaluate
 from mipsched.formulations.dlsa_windows import improve_dlsa
-from mipsched.formulations.exact import MAX_LAYERS, exact_search
+from mipsched.formulations.exact import exact_search
 from mipsched.formulations.lfa import solve_lfa
+from mipsched.formulations.lfa.relaxation import MAX_LAYERS
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.prefetch_anneal import anneal_prefetched_chains
 from mipsched.heuristics.soma_sa import sa_workers, soma_sa

@@ -29,11 +29,10 @@ import time
 from multiprocessing.connection import Connection
 
 from mipsched.core import Candidate, SearchOptions
-from mipsched.dlsa_starts import prefetch_dlsa, tight_dlsa
-from mipsched.evaluate import buffer_profile, evaluate, latency
+from mipsched.dlsa_starts import fitting_start, prefetch_dlsa
+from mipsched.evaluate import evaluate, latency
 from mipsched.heuristics.annealing import Cooling, Progress
 from mipsched.heuristics.lfa_moves import propose
-from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
@@ -51,15 +50,10 @@ def prefetched(lowerer: Lowerer, lfa: Lfa) -> tuple[TileProgram, Dlsa, int] | No
         program = lowerer.lower(lfa, check=False)
     except ScheduleError:
         return None
-    capacity = program.buffer_capacity_bytes
-    start = default_dlsa(program)
-    occupancy = buffer_profile(program, start)
-    if max(occupancy) > capacity:
-        start = tight_dlsa(program)
-        occupancy = buffer_profile(program, start)
-        if max(occupancy) > capacity:
-            return None
-    dlsa = prefetch_dlsa(program, start, occupancy)
+    start = fitting_start(program)
+    if start is None:
+        return None
+    dlsa = prefetch_dlsa(program, *start)
     return program, dlsa, latency(program, dlsa)
 
 
