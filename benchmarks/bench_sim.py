@@ -19,7 +19,7 @@ from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.sim import SimulationError, simulate
-from mipsched.solve import solve
+from mipsched.solve import solve_network
 from mipsched.workload import zoo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -48,7 +48,7 @@ def main() -> None:
     for net, hw_name in CASES:
         wl = zoo.get(net, 1)
         hw = load_hardware(hw_name)
-        baseline = solve(wl, hw).candidate
+        baseline = solve_network(wl, hw).candidate
         schedules = [("baseline", baseline.program, baseline.dlsa)]
         rng = random.Random(11)
         lowerer = Lowerer(wl, hw)

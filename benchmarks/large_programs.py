@@ -25,7 +25,7 @@ from publish import publish  # benchmarks/ is on sys.path when a benchmark runs
 from mipsched.formulations.bounds import program_bound
 from mipsched.hw import load_hardware
 from mipsched.schedule.tile_program import TileProgram
-from mipsched.solve import solve, solve_program
+from mipsched.solve import solve_network, solve_program
 from mipsched.workload import zoo
 
 CASES = ["resnet50:edge:16", "resnet101:edge:16", "inception_resnet_v1:edge:16",
@@ -42,7 +42,7 @@ def make_program(case: str, sa_seconds: float, cache: Path) -> Path:
     net, hw, batch, *seconds = case.split(":")
     if seconds:
         sa_seconds = float(seconds[0])
-    outcome = solve(zoo.get(net, int(batch)), load_hardware(hw), "sa", 0, sa_seconds,
+    outcome = solve_network(zoo.get(net, int(batch)), load_hardware(hw), "sa", 0, sa_seconds,
                     "latency")
     c = outcome.candidate
     if c is None:

@@ -28,7 +28,7 @@ from publish import publish  # benchmarks/ is on sys.path when a benchmark runs
 
 from mipsched.hw import load_hardware
 from mipsched.hw.model import Hardware
-from mipsched.solve import bound_report, solve
+from mipsched.solve import bound_report, solve_network
 from mipsched.workload import zoo
 
 TINY = ("chain3", "chain5", "resblock", "fsrcnn")
@@ -53,13 +53,14 @@ def tiny_part(time_limit: float, heuristic_seconds: float) -> list[str]:
         for hw in (edge, small_buffer(edge)):
             wl = zoo.get(name)
             started = time.perf_counter()
-            exact = solve(wl, hw, "exact", time_limit=time_limit, objective="latency")
+            exact = solve_network(wl, hw, "exact", time_limit=time_limit, objective="latency")
             seconds = time.perf_counter() - started
             best = exact.candidate.evaluation.latency_cycles if exact.candidate else None
             proven += exact.status == "optimal"
             gaps = []
             for method in HEURISTICS:
-                out = solve(wl, hw, method, time_limit=heuristic_seconds, objective="latency")
+                out = solve_network(wl, hw, method, time_limit=heuristic_seconds,
+                                    objective="latency")
                 if out.candidate is None or best is None:
                     gaps.append("—")
                     continue

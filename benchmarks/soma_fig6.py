@@ -25,10 +25,10 @@ from pathlib import Path
 
 from mipsched.core import MethodResult, SearchOptions
 from mipsched.formulations.bounds import program_bound
-from mipsched.heuristics.auto import refine
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
-from mipsched.solve import replay_rejection, solve
+from mipsched.solve import simulator_rejection, solve_network
+from mipsched.solve.methods import refine
 from mipsched.workload import zoo
 
 CASES = [("resnet50", "edge"), ("resnet101", "edge"), ("inception_resnet_v1", "edge"),
@@ -103,8 +103,8 @@ class CaseResult:
 
 
 NO_CAP = 1e9
-"""Seconds passed to solve() for "no time limit" (solve's own default is its 60 s budget),
-so that SA runs SoMa's iteration counts to the end."""
+"""Seconds passed to solve_network() for "no time limit" (its own default is its 60 s
+budget), so that SA runs SoMa's iteration counts to the end."""
 
 
 def run_case(net: str, hw_name: str, batch: int, time_limit: float | None,
@@ -114,10 +114,10 @@ def run_case(net: str, hw_name: str, batch: int, time_limit: float | None,
     hw = load_hardware(hw_name)
     notes = []
     t = time.perf_counter()
-    cocco = solve(wl, hw, "cocco", seed, time_limit)
+    cocco = solve_network(wl, hw, "cocco", seed, time_limit)
     cocco_s = time.perf_counter() - t
     t = time.perf_counter()
-    sa = solve(wl, hw, "sa", seed, time_limit)
+    sa = solve_network(wl, hw, "sa", seed, time_limit)
     sa_s = time.perf_counter() - t
     c = cocco.candidate
     if c is None:
@@ -126,7 +126,7 @@ def run_case(net: str, hw_name: str, batch: int, time_limit: float | None,
     s2 = sa.candidate
     if s2 is None:
         notes.append(f"sa {sa.status}: {sa.reason}")
-    elif s1 is not None and replay_rejection(s1) is not None:
+    elif s1 is not None and simulator_rejection(s1) is not None:
         notes.append("stage-1 schedule rejected by the simulator")
     auto_latency = auto_edp = auto_s = None
     if with_auto and s2 is not None:
@@ -136,7 +136,7 @@ def run_case(net: str, hw_name: str, batch: int, time_limit: float | None,
         t = time.perf_counter()
         better = refine(Lowerer(wl, hw), MethodResult(s2, sa.stages), SearchOptions(seed),
                         None).best
-        if replay_rejection(better) is not None:
+        if simulator_rejection(better) is not None:
             notes.append("auto schedule rejected by the simulator")
         auto_s = sa_s + time.perf_counter() - t
         auto_latency = better.evaluation.latency_cycles

@@ -34,7 +34,7 @@ from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa
-from mipsched.solve import solve
+from mipsched.solve import solve_network as solve
 from mipsched.workload import zoo
 from mipsched.workload.graph import NetBuilder
 from mipsched.workload.layer import Op

@@ -20,7 +20,8 @@ from mipsched.formulations.lfa.relaxation import relaxation_bound
 from mipsched.hw import load_hardware
 from mipsched.hw.model import Hardware
 from mipsched.schedule.lowering import Lowerer
-from mipsched.solve import bound_report, solve
+from mipsched.solve import bound_report
+from mipsched.solve import solve_network as solve
 from mipsched.workload import zoo
 from mipsched.workload.zoo.random_dags import random_dag
 

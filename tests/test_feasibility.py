@@ -13,7 +13,7 @@ from mipsched.evaluate import evaluate
 from mipsched.formulations.feasibility import explain_infeasibility, layer_need
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
-from mipsched.solve import solve
+from mipsched.solve import solve_network as solve
 from mipsched.workload import zoo
 from mipsched.workload.graph import NetBuilder
 from mipsched.workload.zoo.random_dags import random_dag

@@ -16,7 +16,8 @@ from mipsched.heuristics.tiling_rule import accepts, group_tiling, layer_tiling,
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.sim import simulate
-from mipsched.solve import METHODS, solve
+from mipsched.solve import METHODS
+from mipsched.solve import solve_network as solve
 from mipsched.workload import zoo
 from mipsched.workload.graph import NetBuilder, Workload
 from mipsched.workload.zoo.random_dags import random_dag

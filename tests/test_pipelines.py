@@ -8,7 +8,7 @@ import pytest
 
 from mipsched.hw import load_hardware
 from mipsched.sim import simulate
-from mipsched.solve import solve
+from mipsched.solve import solve_network as solve
 from mipsched.workload import zoo
 
 EDGE = load_hardware("edge")

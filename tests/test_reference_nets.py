@@ -20,9 +20,9 @@ import pytest
 from mipsched.formulations.bounds import network_latency_bound
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.hw import load_hardware
+from mipsched.report.results import evaluation_json, simulation_json
 from mipsched.schedule.lowering import Lowerer
 from mipsched.sim import simulate
-from mipsched.solve import evaluation_json, simulation_json
 from mipsched.workload import ops
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Layer, Op, Shape

@@ -27,7 +27,7 @@ from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa
 from mipsched.schedule.validity import check_lfa
 from mipsched.sim import simulate
-from mipsched.solve import solve
+from mipsched.solve import solve_network as solve
 from mipsched.workload import zoo
 from mipsched.workload.zoo.random_dags import random_dag
 

@@ -39,9 +39,9 @@ from mipsched.solve import (
     DEFAULT_GAPS,
     DEFAULT_TIME_LIMIT,
     STOP_REASONS,
-    solve,
     target_latency,
 )
+from mipsched.solve import solve_network as solve
 from mipsched.workload import zoo
 
 EDGE = load_hardware("edge")

@@ -1,132 +1,23 @@
-"""`mipsched compare`: several methods on several networks, one table (CSV / markdown).
-
-A row per (network, method) with its result, plus one per named stage before it: SA
-`sa:stage1` and `sa:stage2` (SoMa Fig. 6's Ours_1 / Ours_2; the `sa` row repeats stage
-2), auto also `auto:cpsat` when the models improved on SA, the partition methods
-`:unfused` (their starting point).
-Ratios are against a chosen baseline method on the same network: speedup = baseline
-latency / latency, energy and EDP as fractions of the baseline's. Every row carries the
-network's strongest known latency bound and its gap to it; the pseudo-method `bound`
-adds the LFA relaxation (`mipsched bound`) and `exact` the branch and bound's bound.
-Every row's schedule has been replayed by the simulator.
-"""
+"""`mipsched compare`'s tables: CSV and markdown with every column (the files it
+writes), and the terminal table, which fits 80 columns unless asked for `wide`."""
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
 
-from mipsched.core import Candidate
-from mipsched.hw.model import Hardware
-from mipsched.solve import bound_report, replay_rejection, solve
-from mipsched.workload.graph import Workload
+from rich import box
+from rich.table import Table
 
-BOUND = "bound"
-"""Pseudo-method of `--methods`: a row with every bound of `mipsched bound` (no schedule)."""
-
-
-@dataclass
-class CompareRow:
-    network: str
-    method: str
-    status: str
-    latency_cycles: int | None
-    energy_pj: float | None
-    edp: float | None
-    utilization: float | None
-    dram_bytes: int | None
-    n_lg: int | None
-    n_flg: int | None
-    n_tiles: int | None
-    ideal_cycles: int | None
-    """max(sum of tile cycles, sum of DRAM cycles) of the row's LFA."""
-    runtime_s: float
-    speedup: float | None = None
-    energy_ratio: float | None = None
-    edp_ratio: float | None = None
-    lower_bound_cycles: int | None = None
-    """The strongest latency bound known for the network (every method's proven bounds
-    and, with the `bound` pseudo-method, the LFA relaxation)."""
-    gap: float | None = None
-    """(latency - lower bound) / latency: how far the row can be from the optimum."""
-    reason: str | None = None
-    mac_utilization: float | None = None
-    """Network MACs / (MACs per cycle x latency); `utilization` is SoMa's."""
-    avg_buffer_bytes: float | None = None
-    """Buffer occupancy weighted by tile compute time (SoMa Fig. 6)."""
-
-
-def _row(network: str, method: str, cand: Candidate, runtime: float,
-         status: str = "feasible") -> CompareRow:
-    ev = cand.evaluation
-    return CompareRow(network, method, status, ev.latency_cycles, ev.energy_pj, ev.edp,
-                      ev.utilization, ev.dram_bytes, len(cand.lfa.dram_cuts) + 1,
-                      len(cand.lfa.flc) + 1, cand.program.n_tiles, cand.program.ideal_cycles,
-                      runtime, mac_utilization=ev.mac_utilization,
-                      avg_buffer_bytes=ev.avg_buffer_bytes)
-
-
-def compare(workloads: Iterable[Workload], methods: list[str], hw: Hardware,
-            baseline: str | None, seed: int = 0, time_limit: float | None = None,
-            objective: str = "edp",
-            progress: Callable[[str], None] | None = None) -> list[CompareRow]:
-    """Runs every method on every workload and fills the ratio columns."""
-    rows: list[CompareRow] = []
-    for wl in workloads:
-        first = len(rows)
-        bounds: list[int] = []
-        for method in methods:
-            if progress:
-                progress(f"{wl.name} b{wl.batch}: {method}")
-            if method == BOUND:
-                report = bound_report(wl, hw, time_limit)
-                bounds.append(report.latency.cycles)
-                rows.append(CompareRow(wl.name, BOUND, report.latency.binding, None, None,
-                                       None, None, None, None, None, None, None,
-                                       report.wall_seconds))
-                continue
-            outcome = solve(wl, hw, method, seed, time_limit, objective)
-            bounds.append(outcome.bound.cycles)
-            if outcome.candidate is None:
-                rows.append(CompareRow(wl.name, method, outcome.status, None, None, None,
-                                       None, None, None, None, None, None,
-                                       outcome.wall_seconds, reason=outcome.reason))
-                continue
-            stages = outcome.stages
-            for stage in stages:  # solve replayed its result already: not again
-                rejection = (None if stages[stage] is outcome.candidate
-                             else replay_rejection(stages[stage]))
-                if rejection is not None:
-                    rows.append(CompareRow(wl.name, f"{method}:{stage}", "error", None, None,
-                                           None, None, None, None, None, None, None,
-                                           outcome.wall_seconds, reason=rejection))
-                else:
-                    rows.append(_row(wl.name, f"{method}:{stage}", stages[stage],
-                                     outcome.wall_seconds))
-            rows.append(_row(wl.name, method, outcome.candidate, outcome.wall_seconds,
-                             outcome.status))
-        _fill_ratios(rows[first:], baseline)
-        for r in rows[first:]:
-            r.lower_bound_cycles = max(bounds, default=None)
-            if r.latency_cycles and r.lower_bound_cycles is not None:
-                r.gap = (r.latency_cycles - r.lower_bound_cycles) / r.latency_cycles
-    return rows
-
-
-def _fill_ratios(rows: list[CompareRow], baseline: str | None) -> None:
-    base = next((r for r in rows if r.method == baseline and r.latency_cycles), None)
-    if base is None:
-        return
-    for r in rows:
-        if r.latency_cycles:
-            r.speedup = base.latency_cycles / r.latency_cycles
-            r.energy_ratio = r.energy_pj / base.energy_pj
-            r.edp_ratio = r.edp / base.edp
+from mipsched.atomic import write_text_atomic
+from mipsched.solve.compare import CompareRow
 
 
 def to_csv(rows: list[CompareRow]) -> str:
+    """Every column of every row as CSV (units: cycles, pJ, bytes, seconds)."""
     out = io.StringIO()
     fields = list(CompareRow.__dataclass_fields__)
     writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
@@ -137,6 +28,7 @@ def to_csv(rows: list[CompareRow]) -> str:
 
 
 def _fmt(value, digits: int = 3) -> str:
+    """A markdown cell: numbers to `digits` significant digits, None as a dash."""
     if value is None:
         return "—"
     if isinstance(value, float):
@@ -158,8 +50,85 @@ MARKDOWN_COLUMNS = (("network", "network"), ("method", "method"), ("status", "st
 
 
 def to_markdown(rows: list[CompareRow]) -> str:
+    """Every column but the reason of every row as a markdown table."""
     head = "| " + " | ".join(title for _, title in MARKDOWN_COLUMNS) + " |"
     rule = "|" + "|".join("---" for _ in MARKDOWN_COLUMNS) + "|"
     body = ["| " + " | ".join(_fmt(getattr(r, key)) for key, _ in MARKDOWN_COLUMNS) + " |"
             for r in rows]
     return "\n".join([head, rule, *body]) + "\n"
+
+
+def write_compare(out: Path, rows: list[CompareRow]) -> None:
+    """Writes compare.csv and compare.md (every column) into `out` (atomically)."""
+    write_text_atomic(out / "compare.csv", to_csv(rows))
+    write_text_atomic(out / "compare.md", to_markdown(rows))
+
+
+def _or_dash(value, text: Callable[[object], str]) -> str:
+    """`text(value)`, or a dash for None."""
+    return "—" if value is None else text(value)
+
+
+#: The terminal table's columns: title, cell of a row, and whether it fits at 80
+#: columns (the rest are shown with --wide). Units in the table's title.
+TERMINAL_COLUMNS: tuple[tuple[str, Callable[[CompareRow], str], bool], ...] = (
+    ("network", lambda r: r.network, True),
+    ("method", lambda r: r.method, True),
+    ("status", lambda r: r.status, True),
+    ("latency", lambda r: _or_dash(r.latency_cycles, "{:,}".format), True),
+    ("energy", lambda r: _or_dash(r.energy_pj, lambda pj: f"{pj / 1e6:,.1f}"), True),
+    ("E×D", lambda r: _or_dash(r.edp, "{:.3g}".format), True),
+    ("util", lambda r: f"{r.utilization:.1%}" if r.utilization else "—", False),
+    ("LG/FLG", lambda r: "—" if r.latency_cycles is None else f"{r.n_lg}/{r.n_flg}", False),
+    ("tiles", lambda r: _or_dash(r.n_tiles, "{:,}".format), False),
+    ("s", lambda r: f"{r.runtime_s:.1f}", False),
+    ("speedup", lambda r: _or_dash(r.speedup, "{:.2f}×".format), False),
+    ("energy×", lambda r: _or_dash(r.energy_ratio, "{:.2f}".format), False),
+    ("bound", lambda r: _or_dash(r.lower_bound_cycles, "{:,}".format), False),
+    ("gap", lambda r: _or_dash(r.gap, "{:.1%}".format), True),
+)
+_TEXT_COLUMNS = {"network": 7, "method": 6, "status": len("infeasible")}
+"""The columns of text, which fold when the table is too wide, and their least widths."""
+_GUTTER = 2
+"""Spaces between two columns: a cell's right padding and the (blank) rule."""
+
+
+def compare_table(rows: list[CompareRow], title: str, wide: bool = False,
+                  width: int = 80) -> Table:
+    """The rows as a terminal table of at most `width` columns: network, method, status,
+    latency (cycles), energy (µJ), E x D (pJ x cycles) and gap; with `wide` also
+    utilisation, groups, tiles, runtime (s), the ratios and the bound (cycles), which
+    do not fit 80 columns. Long names fold; no header or number is cut."""
+    columns = [c for c in TERMINAL_COLUMNS if wide or c[2]]
+    cells = [[cell(r) for _, cell, _ in columns] for r in rows]
+    widths = _fitted([max([len(name), *(len(row[i]) for row in cells)])
+                      for i, (name, _, _) in enumerate(columns)],
+                     [_TEXT_COLUMNS.get(name) for name, _, _ in columns], width)
+    units = (f"latency{' and bound' if wide else ''} in cycles, energy in µJ, "
+             "E×D in pJ × cycles")
+    more = "" if wide else "; more columns: --wide, compare.md"
+    table = Table(title=f"{title} ({units}{more})", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False, padding=(0, 1, 0, 0))
+    for (name, _, _), w in zip(columns, widths, strict=True):
+        text = name in _TEXT_COLUMNS
+        table.add_column(name, justify="left" if text else "right", width=w,
+                         overflow="fold", no_wrap=not text)
+    for row in cells:
+        table.add_row(*row)
+    return table
+
+
+def _fitted(natural: list[int], least: list[int | None], width: int) -> list[int]:
+    """Column widths within `width` (gutters included): the widest of the columns that
+    may fold (`least` not None) narrowed one character at a time, none below its least
+    width; the natural widths when they fit."""
+    widths = list(natural)
+    excess = sum(widths) + _GUTTER * (len(widths) - 1) - width
+    while excess > 0:
+        foldable = [i for i, low in enumerate(least) if low is not None and widths[i] > low]
+        if not foldable:
+            break
+        widest = max(foldable, key=lambda i: widths[i])
+        widths[widest] -= 1
+        excess -= 1
+    return widths

@@ -1,4 +1,5 @@
-"""The CP-SAT pipelines behind `--method auto` and `--method cpsat` on a network.
+"""The scheduling methods `solve_network` runs (METHODS), and the pipelines behind
+`--method auto`, `cpsat` and `exact`.
 
 - auto: SoMa's SA for a share of the budget; then the LFA annealed again with every
   candidate timed under its prefetching DLSA (prefetch_anneal), from SA's best; then the
@@ -14,7 +15,8 @@
   is reported with the schedule.
 Every CP-SAT model solved is reported (scope, status, objective, bound, time). Each
 pipeline stops as soon as its best schedule reaches `SearchOptions.target_latency` (the
-certified-gap target `solve` sets) and offers every new best to `SearchOptions.trail`.
+certified-gap target `solve_network` sets) and offers every new best to
+`SearchOptions.trail`.
 """
 
 from __future__ import annotations
@@ -22,14 +24,25 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from mipsched.core import Bound, Candidate, MethodResult, ModelRecord, SearchOptions
+from mipsched.core import (
+    Bound,
+    Candidate,
+    MethodResult,
+    ModelRecord,
+    SearchOptions,
+    seconds_left,
+)
 from mipsched.evaluate import evaluate
 from mipsched.formulations.dlsa_windows import improve_dlsa
 from mipsched.formulations.exact import exact_search
 from mipsched.formulations.lfa import solve_lfa
 from mipsched.formulations.lfa.relaxation import MAX_LAYERS
 from mipsched.heuristics.baseline import unfused_baseline
+from mipsched.heuristics.cocco import cocco_ga
+from mipsched.heuristics.partition import dp_partition, greedy_fusion
 from mipsched.heuristics.prefetch_anneal import anneal_prefetched_chains
 from mipsched.heuristics.soma_sa import sa_workers, soma_sa
 from mipsched.schedule.lowering import Lowerer
@@ -56,9 +69,8 @@ POLISH_MIN_SECONDS = 1.0
 def _left(deadline: float | None, share_of_rest: float = 1.0) -> float:
     """Seconds to the deadline (time.perf_counter()) times `share_of_rest`; MODEL_SECONDS
     without a deadline."""
-    if deadline is None:
-        return MODEL_SECONDS
-    return max(deadline - time.perf_counter(), 0.0) * share_of_rest
+    left = seconds_left(deadline, share_of_rest)
+    return MODEL_SECONDS if left is None else left
 
 
 def _limited(options: SearchOptions, seconds: float | None) -> SearchOptions:
@@ -74,6 +86,7 @@ def offer(options: SearchOptions, cand: Candidate) -> None:
 
 
 def _reached(options: SearchOptions, cand: Candidate) -> bool:
+    """Whether `cand` meets the run's latency target."""
     return options.reached(cand.evaluation.latency_cycles)
 
 
@@ -114,6 +127,8 @@ def _dlsa_step(cand: Candidate, options: SearchOptions, seconds: float,
 
 
 def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
+    """`--method auto`: SA for SA_SHARE of `options.time_limit` (seconds), then `refine`;
+    the best schedule by the objective (latency in cycles, energy in pJ)."""
     deadline = options.deadline()
     sa_limit = None if options.time_limit is None else SA_SHARE * options.time_limit
     sa = soma_sa(lowerer, _limited(options, sa_limit))
@@ -174,6 +189,8 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
 
 
 def cpsat(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
+    """`--method cpsat`: the LFA model from the unfused schedule (half the seconds left,
+    MODEL_SECONDS without a limit), then the DLSA model on its LFA (the rest)."""
     deadline = options.deadline()
     start = unfused_baseline(lowerer).best
     offer(options, start)
@@ -193,6 +210,9 @@ EXACT_SA_SECONDS = 20.0
 
 
 def exact(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
+    """`--method exact`: SA as the incumbent (EXACT_SA_SHARE of the seconds, or
+    EXACT_SA_SECONDS), then the branch and bound over LFAs with its latency bound
+    (cycles) when it covered every computing order."""
     deadline = options.deadline()
     sa_limit = (EXACT_SA_SECONDS if options.time_limit is None
                 else EXACT_SA_SHARE * options.time_limit)
@@ -206,8 +226,7 @@ def exact(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
         return MethodResult(sa.best, {"incumbent": sa.best}, sa.evaluations, [ModelRecord(
             "exact", "skipped", objective=sa.best.evaluation.latency_cycles,
             workers=options.workers, reason=skipped)])
-    left = None if deadline is None else max(deadline - time.perf_counter(), 0.0)
-    result = exact_search(lowerer, sa.best, left, options.workers, options.seed,
+    result = exact_search(lowerer, sa.best, seconds_left(deadline), options.workers, options.seed,
                           stop=options.stop, target=options.target_latency,
                           on_better=lambda cand: offer(options, cand))
     best = result.best or sa.best
@@ -225,3 +244,36 @@ def exact(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
               ) if result.all_orders else ()
     return MethodResult(best, {"incumbent": sa.best, "exact": best}, sa.evaluations,
                         models, bounds)
+
+
+@dataclass(frozen=True)
+class Method:
+    """A scheduling method: what it does and the function that runs it."""
+
+    description: str
+    run: Callable[[Lowerer, SearchOptions], MethodResult]
+    anytime: bool = True
+    """Whether it searches until its deadline (else it constructs one schedule and ends:
+    its run never stops for the time limit)."""
+
+
+#: The methods `solve_network` runs, by `--method` name.
+METHODS: dict[str, Method] = {
+    "baseline": Method("no fusion: every layer its own LG, tiling doubled until it fits, "
+                       "double-buffered DLSA", unfused_baseline, anytime=False),
+    "sa": Method("SoMa: two-stage simulated annealing (LFA, then DLSA) inside the buffer "
+                 "allocator", soma_sa),
+    "auto": Method("SA for 60 % of the time budget, then the CP-SAT LFA model and the "
+                   "exact DLSA model on its best LFA(s)", auto),
+    "cpsat": Method("the CP-SAT LFA segment model, then the exact DLSA model on its LFA",
+                    cpsat),
+    "exact": Method("SA for a quarter of the time budget, then branch and bound over LFAs "
+                    "(CP-SAT) with the exact DLSA model: proves the latency optimum over "
+                    "power-of-two tilings, or reports the certified gap", exact),
+    "cocco": Method("Cocco's GA over partitions of the layer order (FLC set = DRAM cut set), "
+                    "tiling from the core array's parallelism, double-buffered DLSA", cocco_ga),
+    "greedy": Method("Halide-style greedy fusion of adjacent groups, Cocco's tiling rule, "
+                     "double-buffered DLSA", greedy_fusion),
+    "dp": Method("sequential DP over contiguous groups (at most 12 layers), Cocco's tiling "
+                 "rule, double-buffered DLSA", dp_partition),
+}

@@ -1,0 +1,107 @@
+"""The terminal tables of `solve`, `eval`, `simulate`, `bound`, `zoo` and `hw` (rich):
+what a person reads; the machine reads the --json result objects instead."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from mipsched.hw.model import Hardware
+from mipsched.schedule.tile_program import TileProgram
+from mipsched.sim import SimResult
+from mipsched.solve import BoundReport
+
+#: Units of the bounds that are not in cycles.
+BOUND_UNITS = {"energy": "pJ", "lfa_energy": "pJ", "edp": "pJ x cycles"}
+
+
+def figures_table(title: str, rows: dict[str, Any]) -> Table:
+    """A result object as a two-column table: each figure and its value."""
+    table = Table(title=title, show_header=False)
+    table.add_column("figure", style="bold")
+    table.add_column("value", justify="right")
+    for key, value in rows.items():
+        if isinstance(value, float):
+            text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6e}"
+        elif isinstance(value, int):
+            text = f"{value:,}"
+        else:
+            text = str(value)
+        table.add_row(key, text)
+    return table
+
+
+def bounds_table(title: str, report: BoundReport) -> Table:
+    """Every bound of `mipsched bound` with its value, unit and derivation, the binding
+    one marked, and the ones skipped with why."""
+    table = Table(title=title)
+    for col in ("bound", "value", "unit", "derivation"):
+        table.add_column(col, justify="right" if col == "value" else "left")
+    for b in (*report.latency.bounds, report.energy, report.edp):
+        mark = " (binds)" if b.name == report.latency.binding else ""
+        value = f"{b.value:,.0f}" if b.value < 1e15 else f"{b.value:.4g}"
+        table.add_row(b.name + mark, value, BOUND_UNITS.get(b.name, "cycles"), b.derivation)
+    for name, why in report.skipped.items():
+        table.add_row(name, "—", "", f"not computed: {why}")
+    return table
+
+
+def energy_table(sim: SimResult) -> Table:
+    """The simulated energy by component (pJ) and each one's share."""
+    energy = Table(title="energy by component")
+    energy.add_column("component")
+    energy.add_column("pJ", justify="right")
+    energy.add_column("share", justify="right")
+    for name, pj in sim.energy_by_component.items():
+        energy.add_row(name, f"{pj:.6e}", f"{pj / sim.energy_pj:.1%}")
+    return energy
+
+
+def stalls_table(sim: SimResult, program: TileProgram, count: int = 10) -> Table | None:
+    """The `count` longest stalls (cycles) and what each tile waited for; None when no
+    tile stalled."""
+    worst = sorted(sim.stalls, key=lambda t: -t.stall)[:count]
+    if not worst:
+        return None
+    stalls = Table(title=f"longest stalls ({len(sim.stalls)} tiles stalled)")
+    for col in ("tile", "layer", "stall (cycles)", "waiting for"):
+        stalls.add_column(col)
+    for t in worst:
+        stalls.add_row(str(t.pos), f"{t.layer} #{t.tile}", f"{t.stall:,}",
+                       _waited(program, t.waited_for))
+    return stalls
+
+
+def _waited(program: TileProgram, tensor: int | None) -> str:
+    """The DRAM tensor a tile waited for, as kind, layer and tile."""
+    if tensor is None:
+        return ""
+    t = program.tensors[tensor]
+    return f"{t.kind} {t.layer}" + ("" if t.tile is None else f" #{t.tile}")
+
+
+def zoo_table(rows: list[dict[str, Any]], batch: int) -> Table:
+    """`mipsched zoo`: each network's layers, GMACs, weights (MB) and source."""
+    table = Table(title=f"mipsched zoo (batch {batch})")
+    for col in ("network", "layers", "GMACs", "weights (MB)", "source"):
+        table.add_column(col, justify="left" if col in ("network", "source") else "right")
+    for r in rows:
+        table.add_row(r["name"], str(r["layers"]), f"{r['total_macs'] / 1e9:.3f}",
+                      f"{r['weight_bytes'] / 1e6:.2f}", r["source"])
+    return table
+
+
+def presets_table(presets: list[Hardware]) -> Table:
+    """`mipsched hw`: each preset's MACs per cycle, TOPS, buffer (MiB), DRAM bytes per
+    cycle and vector ops per cycle."""
+    table = Table(title="mipsched hardware presets")
+    for col in ("preset", "MACs/cycle", "TOPS", "GBUF (MiB)", "DRAM (B/cycle)",
+                "vector ops/cycle"):
+        table.add_column(col, justify="left" if col == "preset" else "right")
+    for h in presets:
+        table.add_row(h.name, f"{h.core_array.macs_per_cycle:,}",
+                      f"{h.peak_ops_per_cycle * h.frequency_hz / 1e12:.0f}",
+                      f"{h.gbuf.capacity_bytes / 2**20:.0f}",
+                      str(h.dram.bytes_per_cycle), str(h.vector_unit.ops_per_cycle))
+    return table

@@ -1,0 +1,146 @@
+"""Every lower bound of a network on a hardware, assembled in one place: the closed-form
+latency bounds, raised by what a method proved; the energy and E x D bounds that
+follow from the latency bound; and `mipsched bound`'s report, which adds the LFA
+relaxations (CP-SAT) on small nets."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mipsched.core import Bound, InfeasibleError, Objective, seconds_left
+from mipsched.formulations.bounds import (
+    LatencyBound,
+    edp_bound,
+    energy_bound,
+    network_latency_bound,
+    strongest,
+)
+from mipsched.formulations.lfa import SegmentCache
+from mipsched.formulations.lfa.relaxation import (
+    MAX_LAYERS,
+    MAX_ORDERS,
+    energy_relaxation_bound,
+    relaxation_bound,
+)
+from mipsched.heuristics.baseline import single_flg_start, unfused_baseline
+from mipsched.hw.model import Hardware
+from mipsched.schedule.lowering import Lowerer
+from mipsched.solve.budget import search_deadline
+from mipsched.workload.graph import Workload
+
+#: Time for the LFA relaxations of `mipsched bound` when no --time-limit is given (s).
+RELAXATION_SECONDS = 60.0
+
+RELAXATION_SKIPPED = (f"not every computing order covered in time (or more than "
+                      f"{MAX_ORDERS} orders): raise --time-limit")
+
+
+def raised(bound: LatencyBound, proven: Sequence[Bound]) -> LatencyBound:
+    """The network's latency `bound` (cycles; formulations.bounds.network_latency_bound)
+    with the latency bounds a method proved added (e.g. the exact search's); `bound`
+    itself when there are none."""
+    return strongest([*bound.bounds, *proven]) if proven else bound
+
+
+def energy_and_edp(workload: Workload, hw: Hardware, latency: LatencyBound,
+                   relaxed_energy: float | None = None) -> tuple[Bound, Bound]:
+    """The energy bound (pJ) and the E x D bound (pJ x cycles) that follow from the
+    latency bound; `relaxed_energy` (pJ without static power, the LFA relaxation's)
+    replaces the closed form when it, plus static power over `latency`, is larger."""
+    energy = energy_bound(workload, hw, latency.cycles)
+    static = hw.static_pj_per_cycle * latency.cycles
+    if relaxed_energy is not None and relaxed_energy + static > energy.value:
+        energy = Bound("lfa_energy", relaxed_energy + static,
+                       "least energy over every LFA (all orders, FLC and DRAM cut sets, "
+                       "power-of-two tilings; energy does not depend on the DLSA) + static "
+                       "power x the latency bound")
+    return energy, edp_bound(energy, latency)
+
+
+@dataclass(frozen=True)
+class BoundReport:
+    """Every bound of a workload on a hardware (`mipsched bound`)."""
+
+    latency: LatencyBound
+    energy: Bound
+    edp: Bound
+    skipped: dict[str, str]
+    """Bounds not computed, and why."""
+    wall_seconds: float
+
+
+def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = None,
+                 workers: int | None = None, started: float | None = None) -> BoundReport:
+    """The network bounds, and for nets of at most MAX_LAYERS layers the LFA relaxations
+    of latency and energy (CP-SAT, each given half the time). With `time_limit`, the run
+    ends by `started` (time.perf_counter(); default now) + `time_limit` seconds, less the
+    reserve for reporting (reserve_seconds); without, each relaxation gets half of
+    RELAXATION_SECONDS."""
+    started = time.perf_counter() if started is None else started
+    deadline = None if time_limit is None else search_deadline(started, time_limit)
+    latency_bounds = list(network_latency_bound(workload, hw).bounds)
+    relaxed_energy = None
+    n = len(workload.layers)
+    if n > MAX_LAYERS:
+        reason = f"{n} layers: computed for nets of at most {MAX_LAYERS}"
+        skipped = {"lfa_relaxation": reason, "lfa_energy": reason}
+    else:
+        relaxed_latency, relaxed_energy, skipped = _relaxations(
+            Lowerer(workload, hw), deadline, workers)
+        latency_bounds += relaxed_latency
+    best = strongest(latency_bounds)
+    energy, edp = energy_and_edp(workload, hw, best, relaxed_energy)
+    return BoundReport(best, energy, edp, skipped, time.perf_counter() - started)
+
+
+def _relaxations(lowerer: Lowerer, deadline: float | None, workers: int | None
+                 ) -> tuple[list[Bound], float | None, dict[str, str]]:
+    """The LFA relaxations: the latency bound (cycles; none when not every order was
+    covered), the least energy without static power (pJ; None likewise), and the
+    bounds skipped with why."""
+    segments: SegmentCache = {}
+    skipped: dict[str, str] = {}
+    upper_cycles, upper_pj = _relaxation_upper_bounds(lowerer, deadline)
+    cycles, complete = relaxation_bound(lowerer, _relaxation_seconds(deadline, 0.5),
+                                        workers, shared=segments, upper=upper_cycles)
+    energy_pj, energy_complete = energy_relaxation_bound(
+        lowerer, _relaxation_seconds(deadline, 1.0), workers, shared=segments,
+        upper_pj=upper_pj)
+    latency: list[Bound] = []
+    if complete:
+        latency.append(Bound(
+            "lfa_relaxation", math.ceil(cycles),
+            "least over every LFA (all orders, FLC and DRAM cut sets, power-of-two "
+            "tilings) of its ideal raised by head-and-tail terms (CP-SAT, "
+            "formulations/lfa/relaxation.py)"))
+    else:
+        skipped["lfa_relaxation"] = RELAXATION_SKIPPED
+    if not energy_complete:
+        skipped["lfa_energy"] = RELAXATION_SKIPPED
+    return latency, energy_pj if energy_complete else None, skipped
+
+
+def _relaxation_seconds(deadline: float | None, share: float) -> float:
+    """`share` of the seconds left until `deadline` (time.perf_counter()); without a
+    deadline, half of RELAXATION_SECONDS (each relaxation's time)."""
+    left = seconds_left(deadline, share)
+    return RELAXATION_SECONDS / 2 if left is None else left
+
+
+def _relaxation_upper_bounds(lowerer: Lowerer, deadline: float | None = None
+                             ) -> tuple[int | None, float | None]:
+    """Latency (cycles) and energy without static power (pJ) of quick schedules with
+    power-of-two tilings (the better of the unfused and the single-FLG start, tried until
+    `deadline`), which the LFA relaxations' least values cannot exceed; None when the
+    unfused one does not fit."""
+    try:
+        unfused = unfused_baseline(lowerer).best
+    except InfeasibleError:
+        return None, None
+    fused = single_flg_start(lowerer, Objective(), unfused.lfa.order, deadline=deadline)
+    found = [c for c in (unfused, fused) if c is not None]
+    return (min(c.evaluation.latency_cycles for c in found),
+            min(c.program.energy_pj for c in found))
