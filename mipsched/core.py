@@ -118,9 +118,11 @@ class Objective:
     delay_exp: float = 1.0
 
     def cost(self, ev: Evaluation) -> float:
+        """The cost of an evaluated schedule (pJ^energy_exp x cycles^delay_exp)."""
         return self.cost_of(ev.energy_pj, ev.latency_cycles)
 
     def cost_of(self, energy_pj: float, latency_cycles: int) -> float:
+        """The cost of a schedule of this energy (pJ) and latency (cycles)."""
         return energy_pj ** self.energy_exp * float(latency_cycles) ** self.delay_exp
 
 
@@ -167,7 +169,7 @@ class SearchOptions:
     """Sizes of the DLSA model's windows on programs too big for one model."""
     target_latency: int | None = None
     """Searches stop as soon as they hold a schedule of at most this latency (cycles):
-    `solve` sets it from the certified bound and the gap it is asked to reach. None:
+    `solve_network` sets it from the certified bound and the gap it is asked to reach. None:
     search until the time limit (or the method's own end)."""
     trail: Trail | None = field(default=None, compare=False)
     """Where searches record their best-so-far history (None: not recorded)."""
