@@ -69,6 +69,7 @@ class Evaluation:
 
     @property
     def fits(self) -> bool:
+        """Whether the buffer never overflows."""
         return self.overflow is None
 
 

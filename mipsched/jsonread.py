@@ -24,12 +24,16 @@ class JsonObject:
         self.path = path
 
     def has(self, key: str) -> bool:
+        """Whether the object has `key`."""
         return key in self.data
 
     def at(self, key: str) -> str:
+        """The path of `key` for messages (``dram_tensors[3].bytes``)."""
         return f"{self.path}.{key}" if self.path else key
 
     def raw(self, key: str, default: Any = _MISSING) -> Any:
+        """The value of `key` unchecked; `default` when it is missing, else an
+        InputError."""
         if key not in self.data:
             if default is _MISSING:
                 raise InputError(f"{self.at(key)}: missing key")
@@ -37,13 +41,17 @@ class JsonObject:
         return self.data[key]
 
     def int(self, key: str, lo: int | None = None, default: Any = _MISSING) -> int:
+        """The value of `key` as an integer (not a bool), at least `lo`."""
         return as_int(self.raw(key, default), self.at(key), lo)
 
     def opt_int(self, key: str, lo: int | None = None) -> int | None:
+        """The value of `key` as an integer at least `lo`, or None when it is missing
+        or null."""
         value = self.raw(key, None)
         return None if value is None else as_int(value, self.at(key), lo)
 
     def num(self, key: str, lo: float | None = None, default: Any = _MISSING) -> float:
+        """The value of `key` as a finite number (float), at least `lo`."""
         value = self.raw(key, default)
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
                 value):
@@ -53,21 +61,26 @@ class JsonObject:
         return float(value)
 
     def str(self, key: str, default: Any = _MISSING) -> str:
+        """The value of `key` as a string."""
         value = self.raw(key, default)
         if not isinstance(value, str):
             raise InputError(f"{self.at(key)}: expected a string, got {_kind(value)}")
         return value
 
     def obj(self, key: str, default: Any = _MISSING) -> JsonObject:
+        """The value of `key` as a JsonObject (its path extended by `key`)."""
         return JsonObject(self.raw(key, default), self.at(key))
 
     def list(self, key: str, default: Any = _MISSING) -> list:
+        """The value of `key` as a list (items unchecked)."""
         value = self.raw(key, default)
         if not isinstance(value, list):
             raise InputError(f"{self.at(key)}: expected a list, got {_kind(value)}")
         return value
 
     def int_list(self, key: str, lo: int | None = None, length: int | None = None) -> list[int]:
+        """The value of `key` as a list of integers, each at least `lo`, of `length`
+        items when given."""
         values = self.list(key)
         if length is not None and len(values) != length:
             raise InputError(f"{self.at(key)}: expected {length} integers, got {len(values)}")

@@ -301,13 +301,69 @@ def _traffic(sh: ConvShape, u: _Unrolling, t: _PeTile, kbsd: bool, wbsd: bool,
                     act_bus, wgt_bus, wl2_r)
 
 
+class _Figures(NamedTuple):
+    """Energy (pJ) and cycles of one variant for one group, and the energy's parts."""
+
+    energy_pj: float
+    cycles: int
+    local_pj: float
+    gbuf_pj: float
+    noc_pj: float
+    traffic: _Traffic
+
+
+def _bus_keeps_up(sh: ConvShape, u: _Unrolling, t: _PeTile, kbsd: bool, wbsd: bool,
+                  n_dup: int, e: int) -> bool:
+    """Whether the variant's broadcasts keep up with the PE compute over the PE bus."""
+    bus = BUS_BYTES_PER_CYCLE
+    if kbsd and t.pe_cycles * bus < u.wl0_tile * n_dup * e:
+        return False
+    if wbsd:
+        cyc = u.kb * t.pe_cycles if kbsd else t.pe_cycles
+        need = (((t.h1 + sh.r - sh.stride_h) & _U32) * t.w1 * u.oc * n_dup) & _U32
+        if cyc * bus < need * e:
+            return False
+    return True
+
+
+def _variant_figures(hw: Hardware, sh: ConvShape, u: _Unrolling, t: _PeTile, kbsd: bool,
+                     wbsd: bool, wl2: bool, n_dup: int, mac_pj: float, e: int) -> _Figures:
+    """Energy and time of one variant for one group: buffer, GBUF and bus accesses
+    priced per byte; time = max(compute, GBUF reads / read bandwidth)."""
+    ca, gbuf = hw.core_array, hw.gbuf
+    bw = gbuf.read_bytes_per_cycle
+    a = _traffic(sh, u, t, kbsd, wbsd, wl2, ca.lanes)
+    local = (a.al0_r * e * ca.al0.read_pj_per_byte
+             + a.al0_w * e * ca.al0.write_pj_per_byte
+             + a.wl0_r * e * ca.wl0.read_pj_per_byte
+             + a.wl0_w * e * ca.wl0.write_pj_per_byte
+             + a.ol0_r * e * ca.ol0.read_pj_per_byte
+             + a.ol0_w * e * ca.ol0.write_pj_per_byte
+             + a.ofmap * e * ca.ol1.read_pj_per_byte
+             + a.ofmap * e * ca.ol1.write_pj_per_byte)
+    gbuf_pj = (a.gbuf_r * e * gbuf.read_pj_per_byte
+               + a.ofmap * e * gbuf.write_pj_per_byte)
+    noc = 0.0
+    if kbsd:
+        noc += a.wgt_bus * e * BUS_HOP_PJ_PER_BYTE
+    if wbsd:
+        noc += a.act_bus * e * BUS_HOP_PJ_PER_BYTE
+    energy = gbuf_pj + local + noc + mac_pj
+    cycles = max(u.compute, _ceil(a.gbuf_r * n_dup * e, bw))
+    if wl2:
+        filt = sh.r * sh.s * sh.c * sh.k
+        cycles = max(cycles, _ceil(a.wl2_r * n_dup * e, bw),
+                     _ceil(filt * n_dup * e, bw))
+    return _Figures(energy, cycles, local, gbuf_pj, noc, a)
+
+
 @lru_cache(maxsize=65536)
 def map_conv(hw: Hardware, sh: ConvShape, elem_bytes: int = 1) -> ArrayCost:
     """The least energy x time mapping of `sh` on `hw`'s PE array (all groups).
 
     Raises NoMappingError when no unrolling fits the L0 buffers.
     """
-    ca, gbuf, e = hw.core_array, hw.gbuf, elem_bytes
+    ca, e = hw.core_array, elem_bytes
     groups = sh.groups
     n_dup, serial = 1, groups
     if groups > 1:
@@ -316,8 +372,6 @@ def map_conv(hw: Hardware, sh: ConvShape, elem_bytes: int = 1) -> ArrayCost:
             n_dup = min(n_dup, groups)
             serial = _ceil(groups, n_dup)
     mac_pj = sh.c * sh.k * sh.r * sh.s * sh.h * sh.w * sh.batch * ca.mac_pj
-    bw = gbuf.read_bytes_per_cycle
-    bus = BUS_BYTES_PER_CYCLE
 
     unrollings = list(_unrollings(hw, sh, e))
     best: ArrayCost | None = None
@@ -327,36 +381,10 @@ def map_conv(hw: Hardware, sh: ConvShape, elem_bytes: int = 1) -> ArrayCost:
             continue
         for t in _pe_tiles(hw, sh, u, e):
             for kbsd, wbsd, wl2 in _variants(u, t):
-                # Broadcasts must keep up with the PE compute over the PE bus.
-                if kbsd and t.pe_cycles * bus < u.wl0_tile * n_dup * e:
+                if not _bus_keeps_up(sh, u, t, kbsd, wbsd, n_dup, e):
                     continue
-                if wbsd:
-                    cyc = u.kb * t.pe_cycles if kbsd else t.pe_cycles
-                    need = (((t.h1 + sh.r - sh.stride_h) & _U32) * t.w1 * u.oc * n_dup) & _U32
-                    if cyc * bus < need * e:
-                        continue
-                a = _traffic(sh, u, t, kbsd, wbsd, wl2, ca.lanes)
-                local = (a.al0_r * e * ca.al0.read_pj_per_byte
-                         + a.al0_w * e * ca.al0.write_pj_per_byte
-                         + a.wl0_r * e * ca.wl0.read_pj_per_byte
-                         + a.wl0_w * e * ca.wl0.write_pj_per_byte
-                         + a.ol0_r * e * ca.ol0.read_pj_per_byte
-                         + a.ol0_w * e * ca.ol0.write_pj_per_byte
-                         + a.ofmap * e * ca.ol1.read_pj_per_byte
-                         + a.ofmap * e * ca.ol1.write_pj_per_byte)
-                gbuf_pj = (a.gbuf_r * e * gbuf.read_pj_per_byte
-                           + a.ofmap * e * gbuf.write_pj_per_byte)
-                noc = 0.0
-                if kbsd:
-                    noc += a.wgt_bus * e * BUS_HOP_PJ_PER_BYTE
-                if wbsd:
-                    noc += a.act_bus * e * BUS_HOP_PJ_PER_BYTE
-                energy = gbuf_pj + local + noc + mac_pj
-                cycles = max(u.compute, _ceil(a.gbuf_r * n_dup * e, bw))
-                if wl2:
-                    filt = sh.r * sh.s * sh.c * sh.k
-                    cycles = max(cycles, _ceil(a.wl2_r * n_dup * e, bw),
-                                 _ceil(filt * n_dup * e, bw))
+                figures = _variant_figures(hw, sh, u, t, kbsd, wbsd, wl2, n_dup, mac_pj, e)
+                energy, cycles = figures.energy_pj, figures.cycles
                 if groups > 1:
                     energy *= groups
                     cycles *= serial
@@ -365,10 +393,11 @@ def map_conv(hw: Hardware, sh: ConvShape, elem_bytes: int = 1) -> ArrayCost:
                     flags = (("kbsd", kbsd), ("wbsd", wbsd), ("wl2", wl2))
                     best = ArrayCost(
                         cycles=cycles, compute_cycles=u.compute * serial, bound_cycles=0,
-                        energy_pj=energy, mac_pj=mac_pj * groups, local_pj=local * groups,
-                        gbuf_pj=gbuf_pj * groups, noc_pj=noc * groups,
-                        gbuf_read_bytes=a.gbuf_r * e * groups,
-                        gbuf_write_bytes=a.ofmap * e * groups, mapping=u.name,
+                        energy_pj=energy, mac_pj=mac_pj * groups,
+                        local_pj=figures.local_pj * groups, gbuf_pj=figures.gbuf_pj * groups,
+                        noc_pj=figures.noc_pj * groups,
+                        gbuf_read_bytes=figures.traffic.gbuf_r * e * groups,
+                        gbuf_write_bytes=figures.traffic.ofmap * e * groups, mapping=u.name,
                         dataflow="+".join(n for n, on in flags if on) or "plain",
                     )
     if best is None:

@@ -32,11 +32,15 @@ class StopFlag(Protocol):
     """What a search polls to end early (a threading.Event, or a flag shared with worker
     processes)."""
 
-    def is_set(self) -> bool: ...
+    def is_set(self) -> bool:
+        """Whether the search must end now."""
+        ...
 
 
 @dataclass(frozen=True)
 class DlsaSearchResult:
+    """The best schedule found, the iterations run and the moves accepted."""
+
     best: Candidate
     iterations: int
     accepted: int
@@ -55,13 +59,19 @@ def search_dlsa(program: TileProgram, start: Dlsa, lfa: Lfa | None, objective: O
     state = DlsaState(program, start)
     energy = program.energy_pj
     static = program.static_pj_per_cycle
+
+    def report(latency_cycles: int) -> None:
+        """Tells `on_best` of a new best, its cost with static energy included."""
+        if on_best is not None:
+            on_best(latency_cycles, objective.cost_of(energy + static * latency_cycles,
+                                                      latency_cycles))
+
     cum = list(itertools.accumulate(max(t.bytes, 1) for t in tensors))
     total = cum[-1] + 0.0 if cum else 0.0
     last = len(tensors) - 1
     best_latency = state.latency()
     cost = best_cost = objective.cost_of(energy, best_latency)
-    if on_best is not None:
-        on_best(best_latency, objective.cost_of(energy + static * best_latency, best_latency))
+    report(best_latency)
     best = start
     accepted = 0
     n_done = 0
@@ -73,42 +83,40 @@ def search_dlsa(program: TileProgram, start: Dlsa, lfa: Lfa | None, objective: O
             break
         n_done = n + 1
         i = bisect.bisect(cum, rng.random() * total, 0, last)  # = rng.choices(cum_weights)
-        if rng.random() < 0.5:
-            places, k = state.order_places(i)
-            if not places:
-                continue
-            q = rng.choice(places)
-            state.move(i, k, q)
-            new_latency = state.latency()
-            new_cost = objective.cost_of(energy, new_latency)
-            if cooling.accept(cost, new_cost, progress.at(n), rng):
-                cost = new_cost
-                accepted += 1
-            else:
-                state.move(i, q, k)
-                state.discard()
-                continue
-        else:
-            t = tensors[i]
-            old = state.living[i]
-            free = rng.randint(t.lo, t.hi)
-            if free == t.free_end(old) or not state.valid_free_end(i, free):
-                continue
-            if not state.set_living(i, t.living(free)):
-                continue
-            new_latency = state.latency()
-            new_cost = objective.cost_of(energy, new_latency)
-            if cooling.accept(cost, new_cost, progress.at(n), rng):
-                cost = new_cost
-                accepted += 1
-            else:
-                state.set_living(i, old)
-                state.discard()
-                continue
+        undo = _random_move(state, i, rng)
+        if undo is None:
+            continue
+        new_latency = state.latency()
+        new_cost = objective.cost_of(energy, new_latency)
+        if not cooling.accept(cost, new_cost, progress.at(n), rng):
+            undo()
+            state.discard()
+            continue
+        cost = new_cost
+        accepted += 1
         if cost < best_cost:
             best_cost, best, best_latency = cost, state.dlsa(), new_latency
-            if on_best is not None:
-                on_best(best_latency, objective.cost_of(energy + static * best_latency,
-                                                        best_latency))
+            report(best_latency)
     return DlsaSearchResult(Candidate(lfa, program, best, evaluate(program, best)), n_done,
                             accepted)
+
+
+def _random_move(state: DlsaState, i: int, rng: random.Random) -> Callable[[], None] | None:
+    """Applies a random move of tensor `i`, with even odds a new place in the DRAM order
+    or a new free end; returns what undoes it, or None when the drawn move does not apply
+    (nothing changed)."""
+    if rng.random() < 0.5:
+        places, k = state.order_places(i)
+        if not places:
+            return None
+        q = rng.choice(places)
+        state.move(i, k, q)
+        return lambda: state.move(i, q, k)
+    t = state.program.tensors[i]
+    old = state.living[i]
+    free = rng.randint(t.lo, t.hi)
+    if free == t.free_end(old) or not state.valid_free_end(i, free):
+        return None
+    if not state.set_living(i, t.living(free)):
+        return None
+    return lambda: state.set_living(i, old)

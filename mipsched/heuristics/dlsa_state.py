@@ -66,6 +66,7 @@ class DlsaState:
         return (start - 1 if start > 0 else -1) if t.is_load else t.producer
 
     def dlsa(self) -> Dlsa:
+        """The current DLSA."""
         return Dlsa(tuple(self.order), tuple(self.living))
 
     # --- timing -------------------------------------------------------------------------

@@ -22,6 +22,8 @@ from mipsched.schedule.notation import Lfa
 
 
 def move_layer(lfa: Lfa, graph: nx.DiGraph, rng: random.Random) -> Lfa | None:
+    """A random layer moved to another valid place in the computing order (after
+    its inputs, before its consumers); None when it has none."""
     order = list(lfa.order)
     k = rng.randrange(len(order))
     name = order.pop(k)
@@ -36,6 +38,8 @@ def move_layer(lfa: Lfa, graph: nx.DiGraph, rng: random.Random) -> Lfa | None:
 
 
 def change_tiling(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    """A random FLG's tiling number doubled, or halved (even odds; a tiling
+    number of 1 is always doubled)."""
     g = rng.randrange(len(lfa.tiling))
     t = lfa.tiling[g]
     new = t * 2 if t == 1 or rng.random() < 0.5 else t // 2
@@ -45,6 +49,8 @@ def change_tiling(lfa: Lfa, rng: random.Random) -> Lfa | None:
 
 
 def add_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    """An FLC added at a random position that has none: the FLG splits and both
+    halves keep its tiling number; None when every position is cut."""
     cuts = set(lfa.flc)
     free = [p for p in range(1, len(lfa.order)) if p not in cuts]
     if not free:
@@ -57,6 +63,9 @@ def add_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
 
 
 def delete_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    """A random FLC deleted: the two FLGs merge and inherit one tiling number with
+    probability proportional to their layer counts; a DRAM cut there goes too. None
+    without FLCs."""
     if not lfa.flc:
         return None
     g = rng.randrange(len(lfa.flc))  # merge FLG g and g + 1
@@ -71,6 +80,7 @@ def delete_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
 
 
 def add_dram_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    """A DRAM cut added at a random FLC that has none; None when every FLC is one."""
     cuts = set(lfa.dram_cuts)
     free = [c for c in lfa.flc if c not in cuts]
     if not free:
@@ -80,6 +90,7 @@ def add_dram_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:
 
 
 def delete_dram_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    """A random DRAM cut deleted (its FLC stays); None without DRAM cuts."""
     if not lfa.dram_cuts:
         return None
     drop = rng.choice(lfa.dram_cuts)

@@ -110,6 +110,8 @@ class Partitioner:
         return self._rule[key]
 
     def lfa(self, cuts: Cuts) -> Lfa:
+        """The LFA of partition `cuts`: every group one LG and one FLG, at its
+        tiling number from `tiling_rule`."""
         tilings = tuple(self.tiling(a, b) for a, b in self.groups(cuts))
         return Lfa(self.order, cuts, tilings, cuts)
 

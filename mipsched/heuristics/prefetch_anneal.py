@@ -1,14 +1,11 @@
 """LFA annealing scored as stage 2 will see it: every candidate LFA timed with its greedy
-prefetching DLSA (schedule.prefetch_dlsa) instead of SoMa's double buffering.
+prefetching DLSA (dlsa_starts.prefetch_dlsa) instead of SoMa's double buffering.
 
 SoMa's stage 1 ranks LFAs by their latency under the default DLSA, which charges every
-weight load right before its layer. Which LFA is best *after* stage 2 often differs: on
-the reference's GPT-2 small prefill (edge, batch 1) every LFA SA ends with is
-compute-bound in its ideal (568,320 cycles), yet the best DLSA of SA's LFA is 666,624
-cycles, and the reference's 649,728 comes from an order that runs the per-head K
-convolutions (49 kB of weights each) first, so the big Q and V weights load while
-they compute. Timing candidates with the prefetching DLSA sees that; from SA's best LFA
-this search reaches 646,656 there in 3,800 moves (3 s).
+weight load right before its layer. Which LFA is best *after* stage 2 often differs: an
+order that computes layers with small weights first lets large weights load while they
+compute, which only a DLSA that prefetches shows. Timing candidates with the prefetching
+DLSA sees that.
 
 A candidate whose default DLSA overflows the buffer is still scored when its tight DLSA
 (every load at its first use) fits, since some DLSA then fits; the prefetching DLSA grows
@@ -25,10 +22,9 @@ import os
 import random
 import signal
 import threading
-import time
 from multiprocessing.connection import Connection
 
-from mipsched.core import Candidate, SearchOptions
+from mipsched.core import Candidate, SearchOptions, seconds_left
 from mipsched.dlsa_starts import fitting_start, prefetch_dlsa
 from mipsched.evaluate import evaluate, latency
 from mipsched.heuristics.annealing import Cooling, Progress
@@ -153,8 +149,7 @@ class _Chain:
         """The chain's best LFA, or None if it has none or gives none by its deadline
         plus WORKER_GRACE_S."""
         try:
-            wait = self.until + WORKER_GRACE_S - time.perf_counter()
-            if self.conn.poll(max(wait, 0.0)):
+            if self.conn.poll(seconds_left(self.until + WORKER_GRACE_S)):
                 return self.conn.recv()
             return None
         except (EOFError, OSError):

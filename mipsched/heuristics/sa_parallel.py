@@ -55,12 +55,15 @@ class SharedFlag:
         self._value = multiprocessing.get_context("fork").RawValue("b", 0)
 
     def is_set(self) -> bool:
+        """Whether the flag is set (in any process)."""
         return self._value.value != 0
 
     def set(self) -> None:
+        """Sets the flag for every process."""
         self._value.value = 1
 
     def clear(self) -> None:
+        """Clears the flag for every process."""
         self._value.value = 0
 
 
@@ -73,6 +76,7 @@ class _Either:
     job: SharedFlag
 
     def is_set(self) -> bool:
+        """Whether the run's or the job's flag is set."""
         return self.run.is_set() or self.job.is_set()
 
 
@@ -174,6 +178,8 @@ class _Worker:
         child.close()
 
     def give(self, job: int, limit: int) -> None:
+        """Sends the worker job `job` with its stage-1 buffer limit `limit` (bytes); clears
+        the job's stop flag."""
         self.own.clear()
         self.conn.send((job, limit))
         self.job = job

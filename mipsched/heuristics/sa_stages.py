@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from mipsched.core import Candidate, SearchOptions, evaluate_lfa
+from mipsched.core import Candidate, SearchOptions, evaluate_lfa, seconds_left
 from mipsched.dlsa_starts import prefetch_dlsa
 from mipsched.evaluate import evaluate
 from mipsched.heuristics.annealing import Cooling, Progress
@@ -136,8 +136,8 @@ def run_round(lowerer: Lowerer, options: SearchOptions, settings: SaSettings,
               after_stage1: Callable[[Candidate], None] | None = None) -> SaRound:
     """Stage 1 from `start` (which fits `limit` bytes), then stage 2 on its best LFA
     within the whole buffer; `after_stage1` hears of stage 1's best."""
-    stage1_deadline = None if deadline is None else time.perf_counter() + (
-        settings.stage1_share * max(deadline - time.perf_counter(), 0.0))
+    stage1_seconds = seconds_left(deadline, settings.stage1_share)
+    stage1_deadline = None if stage1_seconds is None else time.perf_counter() + stage1_seconds
     cpu = time.process_time()
     layers = len(lowerer.workload.layers)
     stage1, n1 = anneal_lfa(lowerer, start, options, limit, settings.lfa_factor * layers,
@@ -173,6 +173,7 @@ class Patience:
 
     @property
     def exhausted(self) -> bool:
+        """Whether `patience` rounds in a row have missed: the allocator ends."""
         return self.misses >= self._patience
 
 

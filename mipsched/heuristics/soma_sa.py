@@ -4,10 +4,8 @@
   N = 100 × layers iterations; schedules whose peak buffer exceeds the stage's limit are
   rejected. It starts from SoMa's start, the unfused schedule with the smallest tiling
   that fits, or from the single-FLG start (the whole order one FLG, baseline.
-  single_flg_start) when that costs less. (A departure from the paper: on
-  randwire_ws_small/edge/b16 the paper's start led stage 1 to a 3-LG LFA whose best DLSA is
-  42 % above its ideal, 6.1 M cycles; the single-FLG start, 4.5 M before any search, is
-  one no run of 25,500 moves reached from the unfused one.)
+  single_flg_start) when that costs less (a departure from the paper: from the unfused
+  start alone, stage 1 can miss a far better single-FLG schedule).
 - Stage 2 anneals the DLSA of stage 1's best LFA (dlsa_search) for N = 1000 × DRAM tensors
   iterations, within the full buffer, from the default DLSA or its greedy prefetching
   variant (prefetch_dlsa), whichever is faster: on large programs the time limit allows
@@ -23,8 +21,7 @@
   one stream.
 soma_sa returns the best round's stage-2 schedule, or stage 1's start with its prefetching
 DLSA if that is better (stage 1 may leave a start whose DLSA stage 2 would have improved
-most: on the reference's randwire_small / cloud / b1 the single-FLG start, prefetched,
-is the reference's 61,296 cycles, the rounds' best 61,337).
+most).
 Deterministic for a seed: one worker finds the serial allocator's schedules, any number
 of workers above one the parallel allocator's. At the deadline, on Ctrl-C and once the
 best schedule reaches SearchOptions.target_latency, every loop stops and the best so far

@@ -64,10 +64,12 @@ class CoreArray:
 
     @property
     def pes(self) -> int:
+        """PEs in the array: pe_rows x pe_cols."""
         return self.pe_rows * self.pe_cols
 
     @property
     def macs_per_cycle(self) -> int:
+        """Peak MACs per cycle of the array: PEs x vector x lanes."""
         return self.pes * self.vector * self.lanes
 
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import matplotlib
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
@@ -33,9 +35,33 @@ def schedule_figure(program: TileProgram, sim: SimResult, title: str = "") -> Fi
     layers = list(dict.fromkeys(t.layer for t in program.tiles))
     cmap = matplotlib.colormaps["tab20"]
     colour = {name: cmap(k % 20) for k, name in enumerate(layers)}
+    _draw_rows(gantt, program, sim, colour)
+    groups = _mark_groups(program, sim, gantt, buf)
+    _draw_buffer(buf, sim)
+    stall_share = sim.stall_cycles / sim.latency_cycles if sim.latency_cycles else 0.0
+    gantt.set_title(
+        f"{title or program.name}: {sim.latency_cycles:,} cycles, "
+        f"{sim.energy_pj / 1e6:,.1f} µJ, stalls {stall_share:.0%}, "
+        f"{len(program.tiles)} tiles, {len(program.tensors)} DRAM tensors"
+        + (f", {groups}" if groups else ""), fontsize=10)
+    handles = [Patch(facecolor="none", edgecolor="red", hatch="////", label="stall"),
+               Patch(facecolor="lightgrey", hatch="..", edgecolor="black", label="store")]
+    if len(layers) <= _MAX_LEGEND_LAYERS:
+        handles += [Patch(facecolor=colour[n], label=n) for n in layers]
+    else:
+        handles.append(Patch(facecolor="white", edgecolor="none",
+                             label=f"colour = layer ({len(layers)} layers)"))
+    gantt.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7,
+                 frameon=False)
+    return fig
+
+
+def _draw_rows(gantt: Axes, program: TileProgram, sim: SimResult,
+               colour: dict[str, Any]) -> None:
+    """The COMPUTE row (tiles by layer colour, stalls hatched red) and the DRAM row
+    (loads, stores dotted), in cycles."""
     many = len(program.tiles) > 150
     edge = dict(edgecolor="none") if many else dict(edgecolor="white", linewidth=0.5)
-
     spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for t in sim.tiles:
         spans[t.layer].append((t.start, max(t.end - t.start, 0)))
@@ -59,8 +85,9 @@ def schedule_figure(program: TileProgram, sim: SimResult, title: str = "") -> Fi
     gantt.set_yticks([_COMPUTE_Y + 0.5, _DRAM_Y + 0.5], ["COMPUTE", "DRAM"])
     gantt.set_ylim(-0.05, 2.5)
 
-    groups = _mark_groups(program, sim, gantt, buf)
 
+def _draw_buffer(buf: Axes, sim: SimResult) -> None:
+    """The buffer occupancy (MiB) over time with the capacity line and the peak."""
     times = [s.time for s in sim.buffer] + [sim.latency_cycles]
     level = [s.bytes / MIB for s in sim.buffer]
     level.append(level[-1])
@@ -86,25 +113,8 @@ def schedule_figure(program: TileProgram, sim: SimResult, title: str = "") -> Fi
     buf.xaxis.set_major_formatter(FuncFormatter(_cycles))
     buf.legend(loc="upper left", fontsize=8)
 
-    stall_share = sim.stall_cycles / sim.latency_cycles if sim.latency_cycles else 0.0
-    gantt.set_title(
-        f"{title or program.name}: {sim.latency_cycles:,} cycles, "
-        f"{sim.energy_pj / 1e6:,.1f} µJ, stalls {stall_share:.0%}, "
-        f"{len(program.tiles)} tiles, {len(program.tensors)} DRAM tensors"
-        + (f", {groups}" if groups else ""), fontsize=10)
-    handles = [Patch(facecolor="none", edgecolor="red", hatch="////", label="stall"),
-               Patch(facecolor="lightgrey", hatch="..", edgecolor="black", label="store")]
-    if len(layers) <= _MAX_LEGEND_LAYERS:
-        handles += [Patch(facecolor=colour[n], label=n) for n in layers]
-    else:
-        handles.append(Patch(facecolor="white", edgecolor="none",
-                             label=f"colour = layer ({len(layers)} layers)"))
-    gantt.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7,
-                 frameon=False)
-    return fig
 
-
-def _mark_groups(program: TileProgram, sim: SimResult, gantt, buf) -> str:
+def _mark_groups(program: TileProgram, sim: SimResult, gantt: Axes, buf: Axes) -> str:
     """Vertical lines at FLG (dotted) and LG (solid) starts, tiling numbers above the
     rows; with many groups the lines stay faint and on the Gantt rows only. Returns a
     note for the title."""
@@ -132,6 +142,7 @@ def _mark_groups(program: TileProgram, sim: SimResult, gantt, buf) -> str:
 
 
 def _cycles(value: float, _pos: int) -> str:
+    """A time-axis tick label: cycles with k / M suffixes."""
     if abs(value) >= 1e6:
         return f"{value / 1e6:g}M"
     if abs(value) >= 1e3:

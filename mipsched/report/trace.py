@@ -71,6 +71,7 @@ def chrome_trace(program: TileProgram, sim: SimResult) -> dict[str, Any]:
 
 
 def write_trace(path: Path, program: TileProgram, sim: SimResult) -> None:
+    """Writes the Chrome / Perfetto trace to `path` (JSON, whole or not at all)."""
     write_json_atomic(path, chrome_trace(program, sim))
 
 
@@ -89,4 +90,6 @@ def transfers_csv(sim: SimResult) -> str:
 
 
 def write_csv(path: Path, sim: SimResult) -> None:
+    """Writes the DRAM transfers as CSV to `path` (cycles, bytes; whole or not at
+    all)."""
     write_text_atomic(path, transfers_csv(sim))

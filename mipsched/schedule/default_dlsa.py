@@ -15,6 +15,8 @@ from mipsched.schedule.tile_program import TensorKind, TileProgram
 
 
 def default_dlsa(program: TileProgram) -> Dlsa:
+    """The double-buffered DLSA of `program` (the module's rules), DRAM order
+    included."""
     tiles = program.tiles
     n = len(tiles)
     living: list[tuple[int, int]] = []

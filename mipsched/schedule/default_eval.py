@@ -1,5 +1,5 @@
 """The figures of an LFA under the default (double-buffered) DLSA, straight from its
-placed segments (lowering.Placement): latency, energy and peak buffer exactly as
+placed segments (placement.Placement): latency, energy and peak buffer exactly as
 evaluate(lower(lfa), default_dlsa(...)) reports them, without building the tile program.
 Stage 1 of the SA evaluates thousands of LFAs, each differing from the one it came from
 in a few FLGs: placement (Lowerer.place), peak buffer and timing replay all resume at the
@@ -24,8 +24,9 @@ import itertools
 import operator
 from dataclasses import dataclass
 
-from mipsched.schedule.lowering import Lowerer, Placement, Segment
+from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
+from mipsched.schedule.placement import Placement, Segment
 from mipsched.schedule.tile_program import TensorKind
 
 #: A transfer in a chunk: (releasing tile, DRAM cycles, waiting tile), positions relative

@@ -45,11 +45,14 @@ class Lfa:
         return list(zip(edges[:-1], edges[1:], strict=True))
 
     def to_json(self) -> dict:
+        """The LFA as a schedule.json object: order, flc, tiling, dram_cuts."""
         return {"order": list(self.order), "flc": list(self.flc), "tiling": list(self.tiling),
                 "dram_cuts": list(self.dram_cuts)}
 
     @staticmethod
     def from_json(data: Any, path: str = "lfa") -> Lfa:
+        """Reads an LFA object; raises ScheduleError naming the bad key under `path`.
+        Validity against a workload is checked elsewhere (validity.check_lfa)."""
         obj = JsonObject(data, path)
         order = obj.list("order")
         for k, name in enumerate(order):
@@ -75,10 +78,14 @@ class Dlsa:
     """(Start, End) of tensor id i, in tile positions; it holds buffer in Start..End-1."""
 
     def to_json(self) -> dict:
+        """The DLSA as a schedule.json object: order, living ([Start, End] in tile
+        positions)."""
         return {"order": list(self.order), "living": [list(x) for x in self.living]}
 
     @staticmethod
     def from_json(data: Any, path: str = "dlsa") -> Dlsa:
+        """Reads a DLSA object; raises ScheduleError naming the bad key under `path`.
+        Validity against a tile program is checked elsewhere."""
         obj = JsonObject(data, path)
         living = []
         for k, pair in enumerate(obj.list("living")):

@@ -48,6 +48,8 @@ def tensor_name(t: DramTensor) -> str:
 
 def save_schedule(path: Path, workload: Workload, hw: Hardware, lfa: Lfa, dlsa: Dlsa,
                   tensors: list[DramTensor], method: str, results: dict[str, Any]) -> None:
+    """Writes schedule.json to `path` (whole or not at all): the network, the
+    hardware, the LFA, the DLSA with its tensors' names, `method` and its `results`."""
     write_json_atomic(path, {
         "format": FORMAT,
         "version": VERSION,
@@ -72,10 +74,14 @@ def _source(workload: Workload) -> str:
 
 
 def is_schedule(data: Any) -> bool:
+    """Whether parsed JSON `data` claims to be a schedule file (its `format`)."""
     return isinstance(data, dict) and data.get("format") == FORMAT
 
 
 def parse_schedule(data: Any, source: str) -> ScheduleFile:
+    """The schedule in parsed JSON `data` from `source` (named in errors); raises an
+    InputError naming the bad key, e.g. a ScheduleError when the embedded network does not
+    match its digest."""
     if not is_schedule(data):
         raise ScheduleError(f"{source}: not a {FORMAT} file (missing 'format': '{FORMAT}')")
     root = JsonObject(data, "")

@@ -84,6 +84,7 @@ class DramTensor(NamedTuple):
 
     @property
     def is_load(self) -> bool:
+        """Whether the tensor is loaded (an ifmap or weight load), not stored."""
         return self.kind != TensorKind.STORE_OFMAP
 
     @property
@@ -139,18 +140,22 @@ class TileProgram:
     # --- derived figures (cached: tiles and tensors are not changed after lowering) ------
     @property
     def n_tiles(self) -> int:
+        """Number of tiles."""
         return len(self.tiles)
 
     @cached_property
     def compute_cycles(self) -> int:
+        """Sum of the tiles' compute cycles."""
         return sum(self.tile_cycles)
 
     @cached_property
     def dram_cycles(self) -> int:
+        """Sum of the DRAM tensors' access cycles."""
         return sum(self.access_cycles)
 
     @cached_property
     def dram_bytes(self) -> int:
+        """Sum of the DRAM tensors' bytes."""
         return sum(self.tensor_bytes)
 
     @cached_property
@@ -198,6 +203,8 @@ class TileProgram:
 
     # --- JSON -----------------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
+        """The program as a `dlsa-instance` v1 object (docs/tile-program.md; units:
+        cycles, bytes, pJ)."""
         tensors = []
         for t in self.tensors:
             d: dict[str, Any] = {"id": t.id, "kind": str(t.kind), "layer_id": t.layer_id,
@@ -238,6 +245,7 @@ class TileProgram:
         return out
 
     def save(self, path: Path) -> None:
+        """Writes the program as JSON to `path` (whole or not at all)."""
         write_json_atomic(path, self.to_json())
 
     @staticmethod
@@ -247,6 +255,7 @@ class TileProgram:
 
     @staticmethod
     def load(path: Path) -> TileProgram:
+        """Reads a `dlsa-instance` v1 file; raises ScheduleError naming the bad key."""
         return TileProgram.from_json(read_json(path))
 
 

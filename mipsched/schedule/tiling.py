@@ -30,6 +30,7 @@ class TileGrid:
 
     @property
     def count(self) -> int:
+        """Number of tiles: batch parts x height parts x width parts."""
         return self.batch_parts * self.h_parts * self.w_parts
 
     def share(self, index: int, batch: int, h: int, w: int) -> Region:
@@ -118,6 +119,7 @@ class FlgTiles:
     """Each layer's tiles, in the FLG's order."""
 
     def layer(self, name: str) -> LayerTiles:
+        """The tiles of layer `name`."""
         return self.layers[name]
 
     @cached_property

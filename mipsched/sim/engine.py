@@ -50,7 +50,7 @@ class _Replay:
         self.n = n = program.n_tiles
         self._check_shape()
         tensors = program.tensors
-        self.release = []  # tile whose end releases each tensor (-1: time 0)
+        self.release: list[int] = []  # tile whose end releases each tensor (-1: time 0)
         self.needs: list[list[int]] = [[] for _ in range(n)]
         self.allocs: list[list[int]] = [[] for _ in range(n + 1)]  # index: Start + 1
         self.frees: list[list[int]] = [[] for _ in range(n + 1)]   # index: End
@@ -67,6 +67,30 @@ class _Replay:
         self.stores_before: dict[int, list[int]] = {}
         for store, load in program.precedence:
             self.stores_before.setdefault(load, []).append(store)
+        # the replay's progress
+        n_tensors = len(tensors)
+        self.events: list[tuple[int, int, int, int]] = []
+        """(time, sequence number, kind, tile or tensor) of every running tile / transfer."""
+        self.seq = 0
+        self.tile_done = [False] * n
+        self.sent = [False] * n_tensors
+        self.waiting = [len(self.needs[p]) for p in range(n)]
+        """Per tile, the transfers it waits for that have not arrived."""
+        self.last_arrival: list[int | None] = [None] * n
+        """Per tile, the transfer that arrived last of those it waits for."""
+        self.transfer_start = [0] * n_tensors
+        self.tile_records: list[TileRecord] = []
+        self.transfers: list[TransferRecord | None] = [None] * n_tensors
+        self.live: set[int] = set()
+        self.live_bytes = 0
+        self.steps: list[BufferStep] = []
+        self.next_tile = 0
+        self.next_transfer = 0
+        """Position in the DRAM order of the next transfer to start."""
+        self.engine_busy = self.dram_busy = False
+        self.previous_end = 0
+        """When the last tile ended (cycles)."""
+        self.now = 0
 
     def _check_shape(self) -> None:
         program, dlsa = self.program, self.dlsa
@@ -82,97 +106,106 @@ class _Replay:
                              f"its allowed range")
 
     def run(self) -> SimResult:
-        program, n = self.program, self.n
-        order = self.dlsa.order
-        tensors = program.tensors
-        tiles = program.tiles
-        events: list[tuple[int, int, int, int]] = []
-        seq = 0
-        tile_done = [False] * n
-        sent = [False] * len(tensors)
-        waiting = [len(self.needs[p]) for p in range(n)]
-        last_arrival = [None] * n
-        t_start = [0] * len(tensors)
-        tile_records: list[TileRecord] = []
-        transfers: list[TransferRecord | None] = [None] * len(tensors)
-        live: set[int] = set()
-        live_bytes = 0
-        steps: list[BufferStep] = []
-        next_tile = 0
-        next_transfer = 0
-        engine_busy = dram_busy = False
-        previous_end = 0
-        now = 0
-
-        def buffer_step(slot: int) -> None:
-            nonlocal live_bytes
-            for i in self.frees[slot] if slot >= 0 else ():
-                live.discard(i)
-                live_bytes -= tensors[i].bytes
-            for i in self.allocs[slot + 1]:
-                live.add(i)
-                live_bytes += tensors[i].bytes
-            onchip = program.onchip_before_first_tile if slot < 0 else program.onchip_per_tile[
-                slot]
-            used = onchip + live_bytes
-            steps.append(BufferStep(now, slot, used))
-            if used > program.buffer_capacity_bytes:
-                self._overflow(now, slot, used, onchip, live)
-
-        buffer_step(-1)
+        """Runs the replay: tiles and transfers start as soon as the rules allow, event by
+        event (cycles), until every tile and transfer is done or nothing can start."""
+        self._buffer_step(-1)
         while True:
-            # start whatever may start now: the DRAM channel, then the compute engine
-            started = True
-            while started:
-                started = False
-                if not dram_busy and next_transfer < len(order):
-                    i = order[next_transfer]
-                    r = self.release[i]
-                    if r < 0 or tile_done[r]:
-                        for store in self.stores_before.get(i, ()):
-                            if not sent[store]:
-                                raise SimulationError(
-                                    "order", f"{_name(program, i)} is ordered before "
-                                             f"{_name(program, store)}, the store of its data")
-                        dram_busy = started = True
-                        t_start[i] = now
-                        heapq.heappush(events, (now + tensors[i].access_cycles, seq,
-                                                _TRANSFER_END, i))
-                        seq += 1
-                        next_transfer += 1
-                if not engine_busy and next_tile < n and waiting[next_tile] == 0:
-                    p = next_tile
-                    buffer_step(p)
-                    tile_records.append(TileRecord(p, tiles[p].layer, tiles[p].tile, now,
-                                                   now + tiles[p].compute_cycles,
-                                                   now - previous_end,
-                                                   last_arrival[p] if now > previous_end
-                                                   else None))
-                    engine_busy = started = True
-                    heapq.heappush(events, (now + tiles[p].compute_cycles, seq, _TILE_END, p))
-                    seq += 1
-                    next_tile += 1
-            if not events:
+            self._start_ready()
+            if not self.events:
                 break
-            now, _, kind, k = heapq.heappop(events)
-            if kind == _TILE_END:
-                tile_done[k] = True
-                engine_busy = False
-                previous_end = now
-            else:
-                sent[k] = True
-                dram_busy = False
-                t = tensors[k]
-                transfers[k] = TransferRecord(k, str(t.kind), t.layer, t.tile, t.bytes,
-                                              t_start[k], now)
-                need = t.first_use if t.is_load else self.dlsa.living[k][1]
-                if need < n:
-                    waiting[need] -= 1
-                    last_arrival[need] = k
-        if next_tile < n or next_transfer < len(order):
-            self._deadlock(next_tile, order[next_transfer] if next_transfer < len(order)
-                           else None, sent)
-        return self._result(now, tile_records, [t for t in transfers if t is not None], steps)
+            self._finish_next()
+        order = self.dlsa.order
+        if self.next_tile < self.n or self.next_transfer < len(order):
+            self._deadlock(self.next_tile, order[self.next_transfer]
+                           if self.next_transfer < len(order) else None, self.sent)
+        return self._result(self.now, self.tile_records,
+                            [t for t in self.transfers if t is not None], self.steps)
+
+    def _buffer_step(self, slot: int) -> None:
+        """Tile slot `slot` begins (-1: time 0): frees the tensors whose living duration
+        ends there, allocates those starting there, and records the bytes in use."""
+        program, tensors, live = self.program, self.program.tensors, self.live
+        for i in self.frees[slot] if slot >= 0 else ():
+            live.discard(i)
+            self.live_bytes -= tensors[i].bytes
+        for i in self.allocs[slot + 1]:
+            live.add(i)
+            self.live_bytes += tensors[i].bytes
+        onchip = program.onchip_before_first_tile if slot < 0 else program.onchip_per_tile[
+            slot]
+        used = onchip + self.live_bytes
+        self.steps.append(BufferStep(self.now, slot, used))
+        if used > program.buffer_capacity_bytes:
+            self._overflow(self.now, slot, used, onchip, live)
+
+    def _start_ready(self) -> None:
+        """Starts whatever may start now: the DRAM channel, then the compute engine, until
+        neither can start anything more."""
+        started = True
+        while started:
+            transfer = self._start_transfer()
+            tile = self._start_tile()
+            started = transfer or tile
+
+    def _start_transfer(self) -> bool:
+        """Starts the next transfer in the DRAM order if the channel is free and the
+        transfer is released; whether it started."""
+        order = self.dlsa.order
+        if self.dram_busy or self.next_transfer >= len(order):
+            return False
+        i = order[self.next_transfer]
+        r = self.release[i]
+        if not (r < 0 or self.tile_done[r]):
+            return False
+        for store in self.stores_before.get(i, ()):
+            if not self.sent[store]:
+                raise SimulationError(
+                    "order", f"{_name(self.program, i)} is ordered before "
+                             f"{_name(self.program, store)}, the store of its data")
+        self.dram_busy = True
+        self.transfer_start[i] = self.now
+        heapq.heappush(self.events, (self.now + self.program.tensors[i].access_cycles,
+                                     self.seq, _TRANSFER_END, i))
+        self.seq += 1
+        self.next_transfer += 1
+        return True
+
+    def _start_tile(self) -> bool:
+        """Starts the next tile if the engine is free and nothing it needs is missing;
+        whether it started."""
+        p, now = self.next_tile, self.now
+        if self.engine_busy or p >= self.n or self.waiting[p] != 0:
+            return False
+        tile = self.program.tiles[p]
+        self._buffer_step(p)
+        self.tile_records.append(TileRecord(p, tile.layer, tile.tile, now,
+                                            now + tile.compute_cycles,
+                                            now - self.previous_end,
+                                            self.last_arrival[p] if now > self.previous_end
+                                            else None))
+        self.engine_busy = True
+        heapq.heappush(self.events, (now + tile.compute_cycles, self.seq, _TILE_END, p))
+        self.seq += 1
+        self.next_tile += 1
+        return True
+
+    def _finish_next(self) -> None:
+        """Advances the clock to the next event and ends its tile or transfer."""
+        self.now, _, kind, k = heapq.heappop(self.events)
+        if kind == _TILE_END:
+            self.tile_done[k] = True
+            self.engine_busy = False
+            self.previous_end = self.now
+            return
+        self.sent[k] = True
+        self.dram_busy = False
+        t = self.program.tensors[k]
+        self.transfers[k] = TransferRecord(k, str(t.kind), t.layer, t.tile, t.bytes,
+                                           self.transfer_start[k], self.now)
+        need = t.first_use if t.is_load else self.dlsa.living[k][1]
+        if need < self.n:
+            self.waiting[need] -= 1
+            self.last_arrival[need] = k
 
     def _result(self, end: int, tiles: list[TileRecord], transfers: list[TransferRecord],
                 steps: list[BufferStep]) -> SimResult:

@@ -97,10 +97,12 @@ class Workload:
         return self.batch * lay.out.elems * ops.reduction_size(lay, self.in_shapes(layer))
 
     def vector_ops(self, layer: str) -> int:
+        """Vector-unit operations of the whole layer over the batch."""
         lay = self.layers[layer]
         return ops.tile_vector_ops(lay, self.in_shapes(layer), full_region(self.batch, lay.out))
 
     def weight_bytes(self, layer: str) -> int:
+        """Bytes of the layer's weights (0 for ops without weights)."""
         lay = self.layers[layer]
         return ops.weight_elems(lay, self.in_shapes(layer)) * self.elem_bytes
 
@@ -111,10 +113,12 @@ class Workload:
     # --- network totals --------------------------------------------------------------------
     @cached_property
     def total_macs(self) -> int:
+        """MACs of the whole network over the batch."""
         return sum(self.macs(n) for n in self.layers)
 
     @cached_property
     def total_weight_bytes(self) -> int:
+        """Bytes of all the network's weights."""
         return sum(self.weight_bytes(n) for n in self.layers)
 
     @cached_property
@@ -165,6 +169,8 @@ class NetBuilder:
         self._outputs: list[str] = []
 
     def shape(self, tensor: str) -> Shape:
+        """Per-sample shape of a network input or of a layer added so far; raises
+        WorkloadError for an unknown tensor."""
         if tensor in self._inputs:
             return self._inputs[tensor]
         if tensor not in self._layers:
@@ -172,10 +178,12 @@ class NetBuilder:
         return self._layers[tensor].out
 
     def input(self, name: str, c: int, h: int = 1, w: int = 1) -> str:
+        """Adds network input `name` of per-sample shape (c, h, w); returns its name."""
         self._inputs[name] = Shape(c, h, w)
         return name
 
     def output(self, *names: str) -> None:
+        """Names network outputs (without any, the sinks are the outputs)."""
         self._outputs.extend(names)
 
     def add(self, layer: Layer) -> str:
@@ -204,6 +212,8 @@ class NetBuilder:
 
     def depthwise(self, name: str, src: str, kernel: int, stride: int = 1,
                   padding: int | None = None, dilation: int = 1) -> str:
+        """Depthwise convolution (one group per channel); `padding=None` means
+        'same' padding for odd kernels."""
         c = self.shape(src).c
         k = _pair(kernel)
         pad = _pair(padding) if padding is not None else (dilation * (k[0] - 1) // 2,
@@ -212,25 +222,34 @@ class NetBuilder:
                               _pair(stride), pad, _pair(dilation), groups=c))
 
     def fc(self, name: str, src: str | Sequence[str], out_features: int) -> str:
+        """Fully connected layer of `out_features` reading a whole sample (several
+        inputs read concatenated along channels)."""
         return self.add(Layer(name, Op.FC, _sources(src), Shape(out_features, 1, 1)))
 
     def matmul(self, name: str, src: str | Sequence[str], out_features: int) -> str:
+        """Matmul with a constant weight over the features of each token: out
+        channels `out_features`, tokens (H, W) kept."""
         return self.add(Layer(name, Op.MATMUL, _sources(src), Shape(out_features, 0, 0)))
 
     def matmul_act(self, name: str, lhs: str, rhs: str, heads: int,
                    transpose_rhs: bool) -> str:
+        """Matmul of two activations per head: Q K^T (`transpose_rhs`) or scores . V."""
         return self.add(Layer(name, Op.MATMUL_ACT, (lhs, rhs), Shape(0, 0, 0), groups=heads,
                               transpose_rhs=transpose_rhs))
 
     def pool(self, name: str, src: str | Sequence[str], kernel: int | tuple[int, int],
              stride: int | tuple[int, int], padding: int | tuple[int, int] = 0,
              kind: str = "max", padding_end: int | tuple[int, int] | None = None) -> str:
+        """Max (`kind='max'`) or average (`'avg'`) window pool; `padding_end`
+        (bottom, right) defaults to `padding`."""
         op = {"max": Op.MAX_POOL, "avg": Op.AVG_POOL}[kind]
         return self.add(Layer(name, op, _sources(src), Shape(0, 0, 0), _pair(kernel),
                               _pair(stride), _pair(padding),
                               padding_end=_optional_pair(padding_end)))
 
     def global_pool(self, name: str, src: str | Sequence[str]) -> str:
+        """Global pool: one value per channel (1 x 1), several inputs read
+        concatenated along channels."""
         return self.add(Layer(name, Op.GLOBAL_POOL, _sources(src), Shape(0, 1, 1)))
 
     def eltwise(self, name: str, srcs: Iterable[str], kind: str = "add",

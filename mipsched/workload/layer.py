@@ -51,6 +51,7 @@ class Shape(NamedTuple):
 
     @property
     def elems(self) -> int:
+        """Elements per sample: C x H x W."""
         return self.c * self.h * self.w
 
 
@@ -66,17 +67,21 @@ class Region(NamedTuple):
 
     @property
     def batch(self) -> int:
+        """Samples in the region."""
         return self.b1 - self.b0
 
     @property
     def height(self) -> int:
+        """Rows in the region."""
         return self.h1 - self.h0
 
     @property
     def width(self) -> int:
+        """Columns in the region."""
         return self.w1 - self.w0
 
     def elems(self, channels: int) -> int:
+        """Elements of the region with `channels` channels."""
         return channels * self.batch * self.height * self.width
 
     def hull(self, other: Region) -> Region:
@@ -137,6 +142,7 @@ class Layer:
 
     @property
     def has_weights(self) -> bool:
+        """Whether the op has weights (conv, depthwise conv, fc, matmul)."""
         return self.op in WEIGHTED_OPS
 
     def pads(self, axis: int) -> tuple[int, int]:

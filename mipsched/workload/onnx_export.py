@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 import onnx
 from onnx import TensorProto, helper
@@ -71,6 +72,8 @@ class _Exporter:
         self.inits: list[TensorProto] = []
 
     def model(self) -> onnx.ModelProto:
+        """The ONNX model: every layer's nodes in layer order, the network inputs
+        and outputs with a symbolic batch."""
         for lay in self.wl.layers.values():
             self.layer(lay)
         graph = helper.make_graph(
@@ -87,11 +90,12 @@ class _Exporter:
         return [shape[IR_AXES.index(role)] for role in self.layout[1:]]
 
     def value(self, name: str, shape: Shape) -> onnx.ValueInfoProto:
+        """The value info of tensor `name` of per-sample `shape`, batch symbolic."""
         return helper.make_tensor_value_info(name, TensorProto.FLOAT,
                                              [_BATCH, *self.dims(shape)])
 
     def node(self, op: str, inputs: list[str], output: str, name: str = "",
-             marker: Marker | None = None, **attrs) -> str:
+             marker: Marker | None = None, **attrs: Any) -> str:
         """Adds a node (named after its output unless `name` is given), marked with
         `marker` when given; returns its output."""
         node = helper.make_node(op, inputs, [output], name=name or output, **attrs)
@@ -111,16 +115,19 @@ class _Exporter:
         return name
 
     def reshape(self, src: str, dims: list[int], output: str) -> str:
+        """Adds a Reshape of `src` to (batch, *dims) named `output`; returns it."""
         shape = helper.make_tensor(f"{output}/shape", TensorProto.INT64, [len(dims) + 1],
                                    [-1, *dims])
         self.inits.append(shape)
         return self.node("Reshape", [src, shape.name], output, name=f"{output}/reshape")
 
     def channel_axis(self) -> int:
+        """The ONNX axis of the channels / features."""
         return self.layout.index("c")
 
     # --- layers ---------------------------------------------------------------------------
     def layer(self, lay: Layer) -> None:
+        """Adds the nodes (and weight stubs) of layer `lay`."""
         ins = list(lay.inputs)
         shapes = self.wl.in_shapes(lay.name)
         data = ops.data_shape(lay, shapes)
@@ -166,6 +173,8 @@ class _Exporter:
             raise WorkloadError(f"layer '{name}': no ONNX export for {lay.op}")
 
     def need_sequence(self, lay: Layer) -> None:
+        """Raises WorkloadError unless the network is exported as token
+        sequences (`lay` needs them)."""
         if not self.sequence:
             raise WorkloadError(f"layer '{lay.name}': {lay.op} is exported only in networks "
                                 "of token sequences")
@@ -201,7 +210,7 @@ class _Exporter:
         return {"strides": list(lay.stride), "pads": [top, left, bottom, right],
                 "dilations": list(lay.dilation)}
 
-    def spatial(self, op: str, lay: Layer, weights: list[str], **attrs) -> None:
+    def spatial(self, op: str, lay: Layer, weights: list[str], **attrs: Any) -> None:
         """A conv / pool node on the layer's input; in networks of token sequences on its
         (N, features, tokens, 1) view, with free layout changes before and after."""
         src = self.operand(lay)

@@ -66,6 +66,7 @@ class View:
         return tuple(math.prod(size for _, size in axis) for axis in self.axes)
 
     def labels(self, axis: int) -> set[str]:
+        """The labels of the atoms of ONNX axis `axis` (empty for a size-1 axis)."""
         return {label for label, _ in self.axes[axis]}
 
     def size(self, labels: frozenset[str], axes: slice = slice(None)) -> int:
@@ -84,6 +85,7 @@ class View:
             self.labels(k) <= role for k, role in enumerate(roles))
 
     def permute(self, perm: list[int]) -> View:
+        """The view after a Transpose by `perm` (ONNX axis j is axis perm[j])."""
         return View(self.tensor, tuple(self.axes[p] for p in perm))
 
     def reshape(self, dims: tuple[int, ...]) -> View | None:

@@ -50,34 +50,9 @@ def window_input_range(
 def infer_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
     """Output shape of `layer` given its input shapes; raises ShapeError when they clash."""
     op = layer.op
-    name = layer.name
-
-    def need(n: int) -> None:
-        if len(ins) != n:
-            raise ShapeError(f"layer '{name}': {op} takes {n} input(s), got {len(ins)}")
-
-    if op in CONCAT_READERS:
-        if not ins:
-            raise ShapeError(f"layer '{name}': {op} needs at least one input")
-    elif op != Op.CONCAT and op not in (Op.ADD, Op.MUL, Op.MATMUL_ACT):
-        need(1)
+    _check_input_count(layer, ins)
     if op in (Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL):
-        x = data_shape(layer, ins)
-        (top, bottom), (left, right) = layer.pads(0), layer.pads(1)
-        h = conv_out_extent(x.h, layer.kernel[0], layer.stride[0], top, layer.dilation[0],
-                            bottom)
-        w = conv_out_extent(x.w, layer.kernel[1], layer.stride[1], left, layer.dilation[1],
-                            right)
-        if h <= 0 or w <= 0:
-            raise ShapeError(f"layer '{name}': window {layer.kernel} does not fit input {x}")
-        if op == Op.CONV:
-            if x.c % layer.groups or layer.out.c % layer.groups:
-                raise ShapeError(
-                    f"layer '{name}': groups={layer.groups} must divide in channels {x.c} "
-                    f"and out channels {layer.out.c}"
-                )
-            return Shape(layer.out.c, h, w)
-        return Shape(x.c, h, w)
+        return _window_out_shape(layer, ins)
     if op == Op.GLOBAL_POOL:
         return Shape(data_shape(layer, ins).c, 1, 1)
     if op == Op.FC:
@@ -87,54 +62,112 @@ def infer_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
         x = data_shape(layer, ins)
         return Shape(layer.out.c, x.h, x.w)
     if op == Op.MATMUL_ACT:
-        need(2)
-        lhs, rhs = ins
-        g = layer.groups
-        if layer.transpose_rhs:
-            if lhs.c != rhs.c or lhs.c % g:
-                raise ShapeError(
-                    f"layer '{name}': QK^T needs equal feature counts divisible by "
-                    f"{g} heads, got {lhs.c} and {rhs.c}"
-                )
-            return Shape(g * rhs.h * rhs.w, lhs.h, lhs.w)
-        if lhs.c != g * rhs.h * rhs.w or rhs.c % g:
-            raise ShapeError(
-                f"layer '{name}': scores.V needs {g} x {rhs.h * rhs.w} score columns, "
-                f"got {lhs.c}"
-            )
-        return Shape(rhs.c, lhs.h, lhs.w)
+        return _matmul_act_out_shape(layer, ins)
     if op in (Op.ADD, Op.MUL):
-        if len(ins) >= 2 and all(s == ins[0] for s in ins):
-            return ins[0]
-        channels = layer.out.c
-        if (len(ins) < 2 or any((s.h, s.w) != (ins[0].h, ins[0].w) for s in ins)
-                or channels < 1 or sum(s.c for s in ins) % channels
-                or sum(s.c for s in ins) < 2 * channels):
-            raise ShapeError(f"layer '{name}': {op} needs >= 2 inputs of one shape, or "
-                             f"inputs of one H x W whose channels, read concatenated, form "
-                             f">= 2 operands of the output's {channels} channels; got "
-                             f"{[tuple(s) for s in ins]}")
-        return Shape(channels, ins[0].h, ins[0].w)
+        return _eltwise_out_shape(layer, ins)
     if op in (Op.SOFTMAX, Op.LAYERNORM, Op.GELU):
         return ins[0]
     if op == Op.TRANSPOSE:
         if sorted(layer.perm) != [0, 1, 2]:
-            raise ShapeError(f"layer '{name}': perm {list(layer.perm)} is not a permutation "
-                             "of the axes 0 (C), 1 (H), 2 (W)")
+            raise ShapeError(f"layer '{layer.name}': perm {list(layer.perm)} is not a "
+                             "permutation of the axes 0 (C), 1 (H), 2 (W)")
         return Shape(*(ins[0][a] for a in layer.perm))
     if op == Op.CONCAT:
+        return _concat_out_shape(layer, ins)
+    raise ShapeError(f"layer '{layer.name}': unknown op {op!r}")
+
+
+def _need_inputs(layer: Layer, ins: Sequence[Shape], n: int) -> None:
+    """Raises ShapeError unless `layer` has exactly `n` inputs."""
+    if len(ins) != n:
+        raise ShapeError(f"layer '{layer.name}': {layer.op} takes {n} input(s), got "
+                         f"{len(ins)}")
+
+
+def _check_input_count(layer: Layer, ins: Sequence[Shape]) -> None:
+    """Raises ShapeError when `layer` has no input, or for a single-operand op that does
+    not read several inputs as one, more than one."""
+    op = layer.op
+    if op in CONCAT_READERS:
         if not ins:
-            raise ShapeError(f"layer '{name}': concat needs inputs")
-        if layer.axis == "c":
-            if any((s.h, s.w) != (ins[0].h, ins[0].w) for s in ins):
-                raise ShapeError(f"layer '{name}': concat over channels needs equal H x W")
-            return Shape(sum(s.c for s in ins), ins[0].h, ins[0].w)
-        if layer.axis == "h":
-            if any((s.c, s.w) != (ins[0].c, ins[0].w) for s in ins):
-                raise ShapeError(f"layer '{name}': concat over height needs equal C and W")
-            return Shape(ins[0].c, sum(s.h for s in ins), ins[0].w)
-        raise ShapeError(f"layer '{name}': concat axis must be 'c' or 'h', got {layer.axis!r}")
-    raise ShapeError(f"layer '{name}': unknown op {op!r}")
+            raise ShapeError(f"layer '{layer.name}': {op} needs at least one input")
+    elif op != Op.CONCAT and op not in (Op.ADD, Op.MUL, Op.MATMUL_ACT):
+        _need_inputs(layer, ins, 1)
+
+
+def _window_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
+    """Output shape of a conv, depthwise conv or window pool."""
+    name = layer.name
+    x = data_shape(layer, ins)
+    (top, bottom), (left, right) = layer.pads(0), layer.pads(1)
+    h = conv_out_extent(x.h, layer.kernel[0], layer.stride[0], top, layer.dilation[0],
+                        bottom)
+    w = conv_out_extent(x.w, layer.kernel[1], layer.stride[1], left, layer.dilation[1],
+                        right)
+    if h <= 0 or w <= 0:
+        raise ShapeError(f"layer '{name}': window {layer.kernel} does not fit input {x}")
+    if layer.op == Op.CONV:
+        if x.c % layer.groups or layer.out.c % layer.groups:
+            raise ShapeError(
+                f"layer '{name}': groups={layer.groups} must divide in channels {x.c} "
+                f"and out channels {layer.out.c}"
+            )
+        return Shape(layer.out.c, h, w)
+    return Shape(x.c, h, w)
+
+
+def _matmul_act_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
+    """Output shape of a matmul of two activations, per head: Q K^T (`transpose_rhs`) or
+    scores . V."""
+    name = layer.name
+    _need_inputs(layer, ins, 2)
+    lhs, rhs = ins
+    g = layer.groups
+    if layer.transpose_rhs:
+        if lhs.c != rhs.c or lhs.c % g:
+            raise ShapeError(
+                f"layer '{name}': QK^T needs equal feature counts divisible by "
+                f"{g} heads, got {lhs.c} and {rhs.c}"
+            )
+        return Shape(g * rhs.h * rhs.w, lhs.h, lhs.w)
+    if lhs.c != g * rhs.h * rhs.w or rhs.c % g:
+        raise ShapeError(
+            f"layer '{name}': scores.V needs {g} x {rhs.h * rhs.w} score columns, "
+            f"got {lhs.c}"
+        )
+    return Shape(rhs.c, lhs.h, lhs.w)
+
+
+def _eltwise_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
+    """Output shape of an add / mul: its inputs' shape, or the output's channels when the
+    inputs, read concatenated along channels, form several operands."""
+    if len(ins) >= 2 and all(s == ins[0] for s in ins):
+        return ins[0]
+    channels = layer.out.c
+    if (len(ins) < 2 or any((s.h, s.w) != (ins[0].h, ins[0].w) for s in ins)
+            or channels < 1 or sum(s.c for s in ins) % channels
+            or sum(s.c for s in ins) < 2 * channels):
+        raise ShapeError(f"layer '{layer.name}': {layer.op} needs >= 2 inputs of one shape, "
+                         f"or inputs of one H x W whose channels, read concatenated, form "
+                         f">= 2 operands of the output's {channels} channels; got "
+                         f"{[tuple(s) for s in ins]}")
+    return Shape(channels, ins[0].h, ins[0].w)
+
+
+def _concat_out_shape(layer: Layer, ins: Sequence[Shape]) -> Shape:
+    """Output shape of a concat along channels or height."""
+    name = layer.name
+    if not ins:
+        raise ShapeError(f"layer '{name}': concat needs inputs")
+    if layer.axis == "c":
+        if any((s.h, s.w) != (ins[0].h, ins[0].w) for s in ins):
+            raise ShapeError(f"layer '{name}': concat over channels needs equal H x W")
+        return Shape(sum(s.c for s in ins), ins[0].h, ins[0].w)
+    if layer.axis == "h":
+        if any((s.c, s.w) != (ins[0].c, ins[0].w) for s in ins):
+            raise ShapeError(f"layer '{name}': concat over height needs equal C and W")
+        return Shape(ins[0].c, sum(s.h for s in ins), ins[0].w)
+    raise ShapeError(f"layer '{name}': concat axis must be 'c' or 'h', got {layer.axis!r}")
 
 
 def weight_elems(layer: Layer, ins: Sequence[Shape]) -> int:

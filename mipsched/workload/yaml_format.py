@@ -126,9 +126,13 @@ class _Reader:
         self.doc = doc
 
     def fail(self, path: tuple[Key, ...], message: str) -> WorkloadError:
+        """A WorkloadError about the value at `path`, naming the source and the line
+        (for the caller to raise)."""
         return WorkloadError(f"{self.doc.where(path)}: {message}")
 
     def workload(self, batch: int, elem_bytes: int, default_name: str) -> Workload:
+        """The document's workload for `batch` samples of `elem_bytes`-byte
+        elements (`default_name` when it names none)."""
         data = self.doc.data
         if not isinstance(data, dict):
             raise self.fail((), f"expected a mapping with keys {', '.join(_TOP_KEYS)}, "
@@ -162,6 +166,8 @@ class _Reader:
     # --- generic checks -------------------------------------------------------------------
     def check_keys(self, path: tuple[Key, ...], data: dict, allowed: tuple[str, ...],
                    required: tuple[str, ...], what: str = "") -> None:
+        """Raises WorkloadError on a key of `data` not in `allowed` or a missing
+        `required` one; `what` prefixes the message."""
         for key in data:
             if key not in allowed:
                 extra = (" (the batch and element size are command-line options: "
@@ -173,6 +179,7 @@ class _Reader:
                 raise self.fail(path, f"{what}missing key '{key}'")
 
     def list(self, path: tuple[Key, ...], value: Any, what: str = "") -> list:
+        """`value` if it is a list, else a WorkloadError naming `path`."""
         if not isinstance(value, list):
             raise self.fail(path, f"{what}{path[-1]}: expected a list, got {show(value)}")
         return value
@@ -192,6 +199,7 @@ class _Reader:
 
     # --- parts ----------------------------------------------------------------------------
     def inputs(self, raw: Any) -> dict[str, Shape]:
+        """The network inputs: name -> per-sample [C, H, W] shape."""
         if not isinstance(raw, dict) or not raw:
             raise self.fail(("inputs",), "inputs: expected a mapping of input names to "
                                          f"[C, H, W], got {show(raw)}")
@@ -214,6 +222,8 @@ class _Reader:
         return value[0], value[1], value[2]
 
     def layer(self, k: int, raw: Any) -> Layer:
+        """Layer `k` of the document (its `out` as written; checked later against
+        its inputs)."""
         path: tuple[Key, ...] = ("layers", k)
         if not isinstance(raw, dict):
             raise self.fail(path, f"layers[{k}]: expected a mapping with name, op, inputs "
@@ -348,6 +358,8 @@ class _Reader:
 
     def outputs(self, raw: Any, layers: dict[str, Layer], index: dict[str, int]
                 ) -> tuple[str, ...]:
+        """The network outputs: as listed (each a layer, once, and every sink
+        among them), or without a list the layers nothing reads."""
         consumed = {s for lay in layers.values() for s in lay.inputs}
         if raw is None:
             return tuple(n for n in layers if n not in consumed)
