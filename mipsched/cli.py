@@ -139,6 +139,14 @@ def _emit_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=1) + "\n")
 
 
+def _show_figures(figures: dict[str, Any], title: str, as_json: bool) -> None:
+    """`figures` as the only JSON on stdout, or as a titled table."""
+    if as_json:
+        _emit_json(figures)
+    else:
+        console.print(figures_table(title, figures))
+
+
 UNKNOWN_AS_ELTWISE_HELP = ("ONNX: take an operator mipsched does not know as element-wise "
                            "when its output has the shape of its inputs (docs/onnx.md).")
 FILE_HELP = ("schedule.json, or a tile-program / DLSA instance JSON (its `reference` "
@@ -261,10 +269,7 @@ def eval_cmd(file: File, solution: Solution = None, as_json: JsonObject = False)
     def body() -> int:
         r = load_replayable(file, solution)
         result = evaluation_result(r)
-        if as_json:
-            _emit_json(result)
-        else:
-            console.print(figures_table(f"{file.name} ({r.method})", result))
+        _show_figures(result, f"{file.name} ({r.method})", as_json)
         return 0
 
     _run(body)
@@ -399,10 +404,7 @@ def import_cmd(
         summary = {"name": workload.name, "layers": len(workload.layers),
                    "total_macs": workload.total_macs,
                    "weight_bytes": workload.total_weight_bytes, "output": str(output)}
-        if as_json:
-            _emit_json(summary)
-        else:
-            console.print(figures_table(f"{net} -> {output}", summary))
+        _show_figures(summary, f"{net} -> {output}", as_json)
         return 0
 
     _run(body)
