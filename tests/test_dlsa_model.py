@@ -51,3 +51,9 @@ def test_dropping_a_constraint_group_is_caught(cases, dropped: str) -> None:
         if claimed != best:
             caught += 1
     assert caught > 0
+
+
+def test_a_misspelt_constraint_group_fails() -> None:
+    program = tiny_program(random.Random(0))
+    with pytest.raises(ValueError, match="bufer"):
+        solve_dlsa(program, groups=GROUPS - {"buffer"} | {"bufer"})

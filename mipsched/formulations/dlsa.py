@@ -63,7 +63,10 @@ class _Model:
     def __init__(self, program: TileProgram, groups: frozenset[str] = GROUPS,
                  deadline: float | None = None) -> None:
         """Raises TimeoutError when building passes `deadline` (time.perf_counter()
-        seconds): a model of WHOLE_MODEL_LITERALS literals takes about half a second."""
+        seconds): a model of WHOLE_MODEL_LITERALS literals takes about half a second;
+        ValueError on a group that is not in GROUPS."""
+        if unknown := groups - GROUPS:
+            raise ValueError(f"unknown DLSA constraint groups: {sorted(unknown)}")
         self.program = program
         self.ranges = [(t.lo, t.hi) for t in program.tensors]
         self.model = m = CpModel()
