@@ -211,18 +211,25 @@ def stop_on_ctrl_c(stop: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
-def evaluate_lfa(lowerer: Lowerer, lfa: Lfa, buffer_limit: int | None = None
-                 ) -> Candidate | None:
-    """`lfa` lowered and evaluated with the default DLSA; None when it cannot be lowered
-    (a tiling that does not divide the work) or its peak buffer exceeds `buffer_limit`
-    (default: the hardware capacity)."""
+def lower_and_fit(lowerer: Lowerer, lfa: Lfa, buffer_limit: int | None = None,
+                  check: bool = False) -> tuple[Candidate | None, TileProgram | None]:
+    """`lfa` lowered (None when it cannot be: a tiling that does not divide the work, or,
+    with `check`, an invalid LFA) and its candidate under the default DLSA (None when its
+    peak buffer exceeds `buffer_limit` bytes, default the hardware capacity)."""
     try:
-        program = lowerer.lower(lfa, check=False)
+        program = lowerer.lower(lfa, check=check)
     except ScheduleError:
-        return None
+        return None, None
     dlsa = default_dlsa(program)
     ev = evaluate(program, dlsa, check=False)
     limit = program.buffer_capacity_bytes if buffer_limit is None else buffer_limit
     if ev.peak_buffer_bytes > limit:
-        return None
-    return Candidate(lfa, program, dlsa, ev)
+        return None, program
+    return Candidate(lfa, program, dlsa, ev), program
+
+
+def evaluate_lfa(lowerer: Lowerer, lfa: Lfa, buffer_limit: int | None = None
+                 ) -> Candidate | None:
+    """`lfa` lowered and evaluated with the default DLSA; None when it cannot be lowered
+    or its peak buffer exceeds `buffer_limit` bytes (default: the hardware capacity)."""
+    return lower_and_fit(lowerer, lfa, buffer_limit)[0]

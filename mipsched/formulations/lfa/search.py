@@ -14,8 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from mipsched.core import Candidate, seconds_left
-from mipsched.evaluate import buffer_profile, evaluate
+from mipsched.core import Candidate, lower_and_fit, seconds_left
+from mipsched.evaluate import buffer_profile
 from mipsched.formulations.lfa.model import GROUPS, MODEL_OBJECTIVES, Groups, SegmentModel
 from mipsched.formulations.lfa.segments import (
     SegmentKey,
@@ -91,7 +91,7 @@ def solve_lfa(lowerer: Lowerer, order: tuple[str, ...] | None = None,
     inc_candidate = inc_program = None
     if incumbent is not None:
         inc_program = lowerer.lower(incumbent)  # raises ScheduleError naming what is wrong
-        inc_candidate = _fitting(lowerer, incumbent)[0]
+        inc_candidate = lower_and_fit(lowerer, incumbent, check=True)[0]
         keys += flg_keys(incumbent)
     deadline = None if time_limit is None else started + time_limit
     try:
@@ -227,7 +227,7 @@ def _rounds(model: SegmentModel, deadline: float | None, runs: int, workers: int
         if not status.has_solution:
             break
         lfa, keys = model.decode(solution)
-        candidate, program = _fitting(lowerer, lfa)
+        candidate, program = lower_and_fit(lowerer, lfa, check=True)
         if candidate is not None:
             rank = (solution.value(model.cost),
                     solution.value(model.tie) if model.objective == "ideal" else 0)
@@ -251,24 +251,10 @@ def _reaches(model: SegmentModel, target: int) -> Callable[[Solution], bool]:
         ideal = max(solution.value(model.compute_cycles), solution.value(model.dram_cycles))
         if ideal > target:
             return False
-        candidate = _fitting(model.table.lowerer, model.decode(solution)[0])[0]
+        candidate = lower_and_fit(model.table.lowerer, model.decode(solution)[0], check=True)[0]
         return candidate is not None and candidate.evaluation.latency_cycles <= target
 
     return accept
-
-
-def _fitting(lowerer: Lowerer, lfa: Lfa) -> tuple[Candidate | None, TileProgram | None]:
-    """`lfa` lowered (None if it does not lower) and its candidate under the default
-    DLSA (None if it does not fit)."""
-    try:
-        program = lowerer.lower(lfa)
-    except ScheduleError:
-        return None, None
-    dlsa = default_dlsa(program)
-    ev = evaluate(program, dlsa, check=False)
-    if not ev.fits:
-        return None, program
-    return Candidate(lfa, program, dlsa, ev), program
 
 
 def _no_goods(model: SegmentModel, lfa: Lfa, keys: list[SegmentKey],
