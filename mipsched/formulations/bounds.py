@@ -79,21 +79,28 @@ def network_latency_bound(workload: Workload, hw: Hardware) -> LatencyBound:
 def compute_bound(workload: Workload, hw: Hardware) -> Bound:
     """The cycles the core array and the vector unit need for the positions every
     schedule computes (see the module docstring)."""
-    positions = needed(workload).positions
-    cycles = Fraction(0)
-    for name, layer in workload.layers.items():
-        count = workload.batch * positions[name]
-        if layer.op in MAC_OPS:
-            cycles += count * _cycles_per_position(workload, hw, layer)
-        else:
-            total = workload.batch * layer.out.h * layer.out.w
-            cycles += Fraction(workload.vector_ops(name) * count,
-                               total * hw.vector_unit.ops_per_cycle)
+    cycles = sum(layer_compute_cycles(workload, hw).values(), Fraction(0))
     return Bound("compute", math.ceil(cycles),
                  "sum over layers of (least PE-array cycles per output position over the "
                  "six unrollings x the positions every schedule computes: those its "
                  "consumers read to compute theirs, back from the outputs), plus vector "
                  "ops of those positions / vector rate")
+
+
+def layer_compute_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction]:
+    """Per layer, the cycles its unit needs for the positions every schedule computes
+    (exact fractions; their sum is the compute bound)."""
+    positions = needed(workload).positions
+    cycles = {}
+    for name, layer in workload.layers.items():
+        count = workload.batch * positions[name]
+        if layer.op in MAC_OPS:
+            cycles[name] = count * _cycles_per_position(workload, hw, layer)
+        else:
+            total = workload.batch * layer.out.h * layer.out.w
+            cycles[name] = Fraction(workload.vector_ops(name) * count,
+                                    total * hw.vector_unit.ops_per_cycle)
+    return cycles
 
 
 def compulsory_dram_bound(workload: Workload, hw: Hardware) -> Bound:

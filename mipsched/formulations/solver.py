@@ -1,4 +1,5 @@
-"""The one place that runs OR-Tools CP-SAT (STYLE: one facade for solvers).
+"""The one place that runs a solver (STYLE: one facade for solvers): OR-Tools CP-SAT,
+and PuLP on HiGHS for the (mixed-integer) linear programs.
 
 Models are built in `mipsched.formulations`; this module solves them under a time limit
 and a thread count, and returns a frozen, typed result.
@@ -6,16 +7,23 @@ and a thread count, and returns a frozen, typed result.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import pulp
 from ortools.sat.python import cp_model
 
 from mipsched.core import stop_on_ctrl_c
 
+LpProblem = pulp.LpProblem
+LpVariable = pulp.LpVariable
+lp_sum = pulp.lpSum
+MINIMISE = pulp.LpMinimize
 CpModel = cp_model.CpModel
 IntVar = cp_model.IntVar
 LinearExpr = cp_model.LinearExprT
@@ -180,3 +188,55 @@ def enumerate_solutions(model: cp_model.CpModel, time_limit: float | None,
     code = _run(solver, lambda: solver.solve(model, callback), stop)
     return (not callback.stopped and not stop.is_set()
             and code in (cp_model.OPTIMAL, cp_model.INFEASIBLE))
+
+
+@dataclass(frozen=True)
+class MipStatus:
+    """Outcome of one HiGHS run of a minimisation, in the model's units."""
+
+    status: str
+    """optimal / feasible (stopped by the time limit) / infeasible / unknown."""
+    objective: float | None
+    """The best solution's objective (None: no solution)."""
+    bound: float | None
+    """A proven lower bound on the minimum (the optimum when optimal; None: none)."""
+    wall_seconds: float
+
+
+def minimise(problem: pulp.LpProblem, time_limit: float | None) -> MipStatus:
+    """Solves `problem` (a minimisation) with HiGHS on one thread within `time_limit`
+    seconds (None: no limit); HiGHS's console output is suppressed."""
+    started = time.perf_counter()
+    options = {"msg": False, "threads": 1}
+    if time_limit is not None:
+        options["timeLimit"] = max(time_limit, 0.01)
+    with _quiet_stdout():
+        problem.solve(pulp.HiGHS(**options))
+    info = problem.solverModel.getInfo()
+    status = pulp.LpStatus[problem.status]
+    has_solution = problem.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    objective = pulp.value(problem.objective) if has_solution else None
+    if status == "Optimal":
+        return MipStatus("optimal", objective, objective, time.perf_counter() - started)
+    if status == "Infeasible":
+        return MipStatus("infeasible", None, None, time.perf_counter() - started)
+    bound = info.mip_dual_bound if problem.isMIP() else None
+    finite = bound is not None and abs(bound) < 1e30
+    return MipStatus("feasible" if has_solution else "unknown", objective,
+                     bound if finite else None, time.perf_counter() - started)
+
+
+@contextlib.contextmanager
+def _quiet_stdout() -> Iterator[None]:
+    """Sends file descriptor 1 to /dev/null meanwhile: HiGHS prints a banner on
+    construction whatever its options, which would corrupt `--json` output."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)

@@ -1,7 +1,7 @@
 """Every lower bound of a network on a hardware, assembled in one place: the closed-form
 latency bounds, raised by what a method proved; the energy and E x D bounds that
-follow from the latency bound; and `mipsched bound`'s report, which adds the LFA
-relaxations (CP-SAT) on small nets."""
+follow from the latency bound; and `mipsched bound`'s report, which adds the
+weight-order bound (MIPs on HiGHS) and, on small nets, the LFA relaxations (CP-SAT)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from mipsched.formulations.lfa.relaxation import (
     energy_relaxation_bound,
     relaxation_bound,
 )
+from mipsched.formulations.weight_order import weight_order_bound
 from mipsched.heuristics.baseline import single_flg_start, unfused_baseline
 from mipsched.hw.model import Hardware
 from mipsched.schedule.lowering import Lowerer
@@ -33,6 +34,10 @@ from mipsched.workload.graph import Workload
 
 #: Time for the LFA relaxations of `mipsched bound` when no --time-limit is given (s).
 RELAXATION_SECONDS = 60.0
+#: Time for the weight-order MIPs of `mipsched bound` (s), at most; with a --time-limit,
+#: at most WEIGHT_ORDER_SHARE of it.
+WEIGHT_ORDER_SECONDS = 10.0
+WEIGHT_ORDER_SHARE = 0.25
 
 RELAXATION_SKIPPED = (f"not every computing order covered in time (or more than "
                       f"{MAX_ORDERS} orders): raise --time-limit")
@@ -74,14 +79,20 @@ class BoundReport:
 
 def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = None,
                  workers: int | None = None, started: float | None = None) -> BoundReport:
-    """The network bounds, and for nets of at most MAX_LAYERS layers the LFA relaxations
-    of latency and energy (CP-SAT, each given half the time). With `time_limit`, the run
-    ends by `started` (time.perf_counter(); default now) + `time_limit` seconds, less the
-    reserve for reporting (reserve_seconds); without, each relaxation gets half of
+    """The network bounds, the weight-order bound (at most WEIGHT_ORDER_SECONDS), and for
+    nets of at most MAX_LAYERS layers the LFA relaxations of latency and energy (CP-SAT,
+    each given half the time left). With `time_limit`, the run ends by `started`
+    (time.perf_counter(); default now) + `time_limit` seconds, less the reserve for
+    reporting (reserve_seconds); without, each relaxation gets half of
     RELAXATION_SECONDS."""
     started = time.perf_counter() if started is None else started
     deadline = None if time_limit is None else search_deadline(started, time_limit)
     latency_bounds = list(network_latency_bound(workload, hw).bounds)
+    left = seconds_left(deadline, WEIGHT_ORDER_SHARE)
+    order = weight_order_bound(workload, hw, WEIGHT_ORDER_SECONDS if left is None
+                               else min(left, WEIGHT_ORDER_SECONDS))
+    if order is not None:
+        latency_bounds.append(order)
     relaxed_energy = None
     n = len(workload.layers)
     if n > MAX_LAYERS:

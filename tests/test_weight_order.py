@@ -1,0 +1,125 @@
+"""The weight-order bound: its MIPs find the least right-hand side the formula asks for
+(brute force over every choice of loads), it is below every schedule (brute-force optima
+of tiny nets and random DAGs, the reference's GPT-2 run), it binds where the compute and
+DRAM bounds leave a gap (GPT-2 prefill), and a tightened variant is caught."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import itertools
+from pathlib import Path
+
+import pytest
+from brute import schedule_optimum
+
+from mipsched.formulations import weight_order
+from mipsched.formulations.bounds import network_latency_bound
+from mipsched.formulations.weight_order import WeightOrderInputs, weight_order_bound
+from mipsched.hw import load_hardware
+from mipsched.hw.model import Hardware
+from mipsched.workload import zoo
+from mipsched.workload.graph import NetBuilder
+from mipsched.workload.zoo.random_dags import random_dag
+
+EDGE = load_hardware("edge")
+RUNS = Path(__file__).resolve().parents[2] / "shared" / "reference-nets" / "reference-runs.csv"
+
+
+def brute_force(inputs: WeightOrderInputs) -> float:
+    """max over k of the least right-hand side of both inequalities, by enumeration."""
+    a, c = inputs.load_cycles, inputs.compute_cycles
+    weighted = list(a)
+
+    def work(layers: set[str]) -> float:
+        return float(sum(c[j] for j in layers))
+
+    best = 0.0
+    for k in range(1, len(weighted) + 1):
+        last = min(sum(a.values()) - sum(a[i] for i in s) + min(a[i] for i in s)
+                   + work(set().union(*(inputs.closure[i] for i in s)))
+                   for s in itertools.combinations(weighted, k))
+        first = min(sum(a[i] for i in p) + a[q]
+                    + work(set().union(*(inputs.closure[i] for i in weighted
+                                         if i not in p)))
+                    for p in itertools.combinations(weighted, k - 1)
+                    for q in weighted if q not in p)
+        best = max(best, last, first)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_mips_find_the_least_choice_of_loads(seed: int) -> None:
+    workload = random_dag(seed, n_layers=4 + seed % 3, batch=1 + seed % 2)
+    bound = weight_order_bound(workload, EDGE, time_limit=None)
+    expected = brute_force(WeightOrderInputs.of(workload, EDGE))
+    assert bound is not None
+    assert expected * (1 - 1e-5) - 1 <= bound.value <= expected
+
+
+CASES = [("chain3", 1, None), ("chain3", 2, 60_000)] + [
+    (f"dag{seed}", 1 + seed % 4, [None, 40_000, 16_000][seed % 3]) for seed in range(10)]
+
+
+@pytest.mark.parametrize(("name", "batch", "capacity"), CASES)
+def test_below_the_brute_force_optimum(name: str, batch: int, capacity: int | None) -> None:
+    workload = (random_dag(int(name[3:]), n_layers=2 + int(name[3:]) % 3, batch=batch)
+                if name.startswith("dag") else zoo.get(name, batch))
+    hw = EDGE if capacity is None else _with_buffer(capacity)
+    optimum = schedule_optimum(workload, hw, (1, 2))
+    bound = weight_order_bound(workload, hw, time_limit=None)
+    if optimum is not None and bound is not None:
+        assert bound.value <= optimum
+
+
+def _with_buffer(capacity: int) -> Hardware:
+    return dataclasses.replace(EDGE, name=f"edge-{capacity}B", gbuf=dataclasses.replace(
+        EDGE.gbuf, capacity_bytes=capacity))
+
+
+def _reference_gpt2_prefill() -> int:
+    with RUNS.open() as f:
+        run = next(r for r in csv.DictReader(f) if r["network"] == "gpt2_small_prefill")
+    return int(run["stage2_latency_cycles"])
+
+
+@pytest.mark.skipif(not RUNS.is_file(), reason="shared/reference-nets not present")
+def test_binds_on_gpt2_prefill_and_stays_below_the_reference() -> None:
+    """On the reference's GPT-2 small prefill (edge, b1) the compute bound is 568,320;
+    the weight loads that end last (ffn2's 2.36 MB) cannot overlap ffn2's compute, which
+    lifts the bound above it, yet below the reference's schedule (649,728)."""
+    workload = zoo.get("gpt2_small_prefill")
+    bound = weight_order_bound(workload, EDGE, time_limit=None)
+    assert bound is not None
+    assert network_latency_bound(workload, EDGE).cycles < bound.value \
+        <= _reference_gpt2_prefill()
+
+
+@pytest.mark.skipif(not RUNS.is_file(), reason="shared/reference-nets not present")
+def test_a_tightened_variant_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Claiming every layer waits for the last weight load (closures = all layers) puts
+    the 'bound' above the reference's own schedule."""
+    workload = zoo.get("gpt2_small_prefill")
+    real = WeightOrderInputs.of(workload, EDGE)
+    everything = frozenset(workload.layers)
+    broken = WeightOrderInputs(real.load_cycles, real.compute_cycles,
+                               {i: everything for i in real.closure},
+                               tuple((i, j) for i in real.closure for j in everything))
+    monkeypatch.setattr(weight_order.WeightOrderInputs, "of",
+                        classmethod(lambda cls, wl, hw: broken))
+    bound = weight_order_bound(workload, EDGE, time_limit=None)
+    assert bound is not None and bound.value > _reference_gpt2_prefill()
+
+
+def test_a_short_time_limit_gives_a_weaker_bound_never_a_stronger_one() -> None:
+    workload = zoo.get("gpt2_small_decode")
+    full = weight_order_bound(workload, EDGE, time_limit=None)
+    quick = weight_order_bound(workload, EDGE, time_limit=0.05)
+    assert full is not None and quick is not None
+    assert 0 <= quick.value <= full.value
+
+
+def test_a_network_without_weights_has_none() -> None:
+    net = NetBuilder("pool_only")
+    net.pool("p", net.input("x", 4, 8, 8), kernel=2, stride=2)
+    assert weight_order_bound(net.build(), EDGE) is None
