@@ -19,7 +19,7 @@ from mipsched.evaluate import evaluate
 from mipsched.heuristics.annealing import Cooling, Progress
 from mipsched.heuristics.baseline import single_flg_start, unfused_baseline
 from mipsched.heuristics.dlsa_search import search_dlsa
-from mipsched.heuristics.lfa_moves import propose
+from mipsched.heuristics.lfa_moves import add_lg_cut, propose
 from mipsched.heuristics.soma_sa import SaSettings, initial_lfa, run_sa, soma_sa
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
@@ -52,6 +52,31 @@ def test_lfa_operators_keep_the_structure_valid(seed: int, n: int) -> None:
         check_lfa(wl, new)
         assert set(new.dram_cuts) <= set(new.flc)
         assert len(new.tiling) == len(new.flc) + 1
+        lfa = new
+
+
+@settings(max_examples=50, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 9))
+def test_an_lg_cut_is_a_new_flc_and_dram_cut_and_stays_valid(seed: int, n: int) -> None:
+    """add_lg_cut (the prefetch-scored annealing's seventh move) adds exactly one
+    position to both the FLCs and the DRAM cuts, splitting one FLG whose halves keep its
+    tiling; every proposal with it keeps the structure valid."""
+    wl = random_dag(seed, n_layers=n)
+    rng = random.Random(seed)
+    lfa = random_lfa(wl, rng)
+    for _ in range(30):
+        split = add_lg_cut(lfa, rng)
+        if split is not None:
+            new_cuts = set(split.flc) - set(lfa.flc)
+            assert len(new_cuts) == 1 and new_cuts <= set(split.dram_cuts)
+            assert set(split.dram_cuts) - set(lfa.dram_cuts) == new_cuts
+            assert sorted(split.tiling) == sorted([*lfa.tiling, split.tiling[
+                split.flc.index(next(iter(new_cuts)))]])
+        new = propose(lfa, wl.graph, rng, lg_cuts=True)
+        if new is None:
+            continue
+        check_lfa(wl, new)
+        assert set(new.dram_cuts) <= set(new.flc)
         lfa = new
 
 

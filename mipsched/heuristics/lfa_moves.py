@@ -6,7 +6,11 @@
 - add an FLC (the FLG splits, both halves keep its tiling number) or delete one (the two
   FLGs merge and inherit one tiling number with probability proportional to their layer
   counts; a DRAM cut there goes too);
-- add a DRAM cut at an FLC, or delete one.
+- add a DRAM cut at an FLC, or delete one;
+- mipsched's seventh, for the prefetch-scored annealing's worker chains only (SA keeps
+  SoMa's six): add an FLC that is a DRAM cut too (`add_lg_cut`). Splitting an LG often
+  fits only when the new cut also goes through DRAM, which SoMa's operators reach in two
+  steps through an overflowing LFA.
 Each returns a new Lfa, or None when the operator does not apply; whether the tiling
 divides the work is left to lowering.
 """
@@ -89,6 +93,16 @@ def add_dram_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:
                                                             rng.choice(free)))))
 
 
+def add_lg_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:
+    """An FLC added at a random uncut position, as a DRAM cut too (a new LG boundary);
+    None when every position is cut."""
+    split = add_flc(lfa, rng)
+    if split is None:
+        return None
+    cut = next(c for c in split.flc if c not in lfa.flc)
+    return Lfa(split.order, split.flc, split.tiling, tuple(sorted((*split.dram_cuts, cut))))
+
+
 def delete_dram_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:
     """A random DRAM cut deleted (its FLC stays); None without DRAM cuts."""
     if not lfa.dram_cuts:
@@ -97,9 +111,13 @@ def delete_dram_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:
     return Lfa(lfa.order, lfa.flc, lfa.tiling, tuple(c for c in lfa.dram_cuts if c != drop))
 
 
-def propose(lfa: Lfa, graph: nx.DiGraph, rng: random.Random) -> Lfa | None:
-    """One random operator applied to `lfa` (None if the drawn operator does not apply)."""
-    op = rng.randrange(6)
+def propose(lfa: Lfa, graph: nx.DiGraph, rng: random.Random, lg_cuts: bool = False
+            ) -> Lfa | None:
+    """One random operator applied to `lfa` (None if the drawn operator does not apply):
+    SoMa's six, or with `lg_cuts` also add_lg_cut, all equally likely."""
+    op = rng.randrange(7 if lg_cuts else 6)
+    if op == 6:
+        return add_lg_cut(lfa, rng)
     if op == 0:
         return move_layer(lfa, graph, rng)
     if op == 1:

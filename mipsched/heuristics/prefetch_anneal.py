@@ -55,10 +55,11 @@ def prefetched(lowerer: Lowerer, lfa: Lfa) -> tuple[TileProgram, Dlsa, int] | No
 
 def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
                       deadline: float | None, rng: random.Random,
-                      cooling: Cooling | None = None) -> tuple[Candidate | None, int]:
+                      cooling: Cooling | None = None, lg_cuts: bool = False
+                      ) -> tuple[Candidate | None, int]:
     """The best candidate (LFA with its prefetching DLSA) found from `start`, by the
     objective, and the number of LFAs scored. Without a deadline, one pass; None if
-    `start` has no DLSA that fits."""
+    `start` has no DLSA that fits. `lg_cuts`: moves include lfa_moves.add_lg_cut."""
     cooling = cooling or Cooling()
     graph = lowerer.workload.graph
     static = lowerer.hw.static_pj_per_cycle
@@ -85,7 +86,7 @@ def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
         for n in range(iterations):
             if options.should_stop(deadline, best_latency):
                 break
-            lfa = propose(current, graph, rng)
+            lfa = propose(current, graph, rng, lg_cuts)
             if lfa is None:
                 continue
             found = prefetched(lowerer, lfa)
@@ -112,10 +113,12 @@ def anneal_prefetched_chains(lowerer: Lowerer, start: Lfa, options: SearchOption
     """`chains` independent runs of anneal_prefetched from `start` until `until`
     (perf_counter; None: one pass, in this process only), seeds seed, seed + 1, ...: the
     first in this process, the others in forked worker processes; the best by the
-    objective (None if `start` has no DLSA that fits). A worker that fails or does not
-    answer by `until` + WORKER_GRACE_S is ignored."""
+    objective (None if `start` has no DLSA that fits). Odd-numbered workers also split
+    LGs in one move (lfa_moves.add_lg_cut); the rest use SoMa's six operators. A worker
+    that fails or does not answer by `until` + WORKER_GRACE_S is ignored."""
     workers = [] if until is None else [
-        _Chain(lowerer, start, options, until, seed + k) for k in range(1, chains)]
+        _Chain(lowerer, start, options, until, seed + k, lg_cuts=k % 2 == 1)
+        for k in range(1, chains)]
     found, _ = anneal_prefetched(lowerer, start, options, until, random.Random(seed))
     candidates = [] if found is None else [found]
     for worker in workers:
@@ -135,12 +138,13 @@ class _Chain:
     """One annealing chain in a forked process; sends back its best LFA (or None)."""
 
     def __init__(self, lowerer: Lowerer, start: Lfa, options: SearchOptions, until: float,
-                 seed: int) -> None:
+                 seed: int, lg_cuts: bool) -> None:
         self.until = until
         context = multiprocessing.get_context("fork")
         self.conn, child = context.Pipe(duplex=False)
         self.process = context.Process(target=_run_chain, name="mipsched-prefetch",
-                                       args=(child, lowerer, start, options, until, seed),
+                                       args=(child, lowerer, start, options, until, seed,
+                                             lg_cuts),
                                        daemon=True)
         self.process.start()
         child.close()
@@ -162,14 +166,15 @@ class _Chain:
 
 
 def _run_chain(conn: Connection, lowerer: Lowerer, start: Lfa, options: SearchOptions,
-               until: float, seed: int) -> None:
+               until: float, seed: int, lg_cuts: bool) -> None:
     """A worker: anneals until `until` (Ctrl-C ends it with its best) and sends the best
     LFA, or None."""
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     local = dataclasses.replace(options, stop=stop, trail=None)
     try:
-        found, _ = anneal_prefetched(lowerer, start, local, until, random.Random(seed))
+        found, _ = anneal_prefetched(lowerer, start, local, until, random.Random(seed),
+                                     lg_cuts=lg_cuts)
         conn.send(None if found is None else found.lfa)
     finally:
         conn.close()
