@@ -15,9 +15,11 @@ from brute import schedule_optimum
 
 from mipsched.formulations import weight_order
 from mipsched.formulations.bounds import network_latency_bound
+from mipsched.formulations.solver import minimise
 from mipsched.formulations.weight_order import WeightOrderInputs, weight_order_bound
 from mipsched.hw import load_hardware
 from mipsched.hw.model import Hardware
+from mipsched.solve.bounds import run_bound
 from mipsched.workload import zoo
 from mipsched.workload.graph import NetBuilder
 from mipsched.workload.zoo.random_dags import random_dag
@@ -123,3 +125,29 @@ def test_a_network_without_weights_has_none() -> None:
     net = NetBuilder("pool_only")
     net.pool("p", net.input("x", 4, 8, 8), kernel=2, stride=2)
     assert weight_order_bound(net.build(), EDGE) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_estimates_are_at_least_each_least_choice(seed: int) -> None:
+    """The skip rule is sound: per k, the estimate (one choice of loads) is at least the
+    MIP's optimum, so skipping a MIP whose estimate is below the bound held loses
+    nothing."""
+    workload = random_dag(seed + 10, n_layers=5, batch=1)
+    inputs = WeightOrderInputs.of(workload, EDGE)
+    last, first = weight_order.estimates(inputs)
+    for k in last:
+        for model, estimate in ((weight_order.last_loads_model, last),
+                                (weight_order.first_loads_model, first)):
+            status = minimise(model(inputs, k), None)
+            assert status.objective is not None
+            assert status.objective <= estimate[k] + 1e-6
+
+
+@pytest.mark.skipif(not RUNS.is_file(), reason="shared/reference-nets not present")
+def test_every_run_starts_from_it_where_it_binds() -> None:
+    workload = zoo.get("gpt2_small_prefill")
+    bound = run_bound(workload, EDGE, None)
+    assert bound.binding == "weight_order"
+    assert bound.cycles == weight_order_bound(workload, EDGE, None).value
+    closed = run_bound(zoo.get("chain5"), EDGE, None)
+    assert closed.binding == network_latency_bound(zoo.get("chain5"), EDGE).binding

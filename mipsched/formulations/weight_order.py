@@ -121,18 +121,24 @@ def _variables(inputs: WeightOrderInputs, name: str
 MIP_SHARE = 0.2
 
 
-def weight_order_bound(workload: Workload, hw: Hardware, time_limit: float | None = 10.0
-                       ) -> Bound | None:
+def weight_order_bound(workload: Workload, hw: Hardware, time_limit: float | None = 10.0,
+                       floor: float = 0.0) -> Bound | None:
     """The weight-order bound (cycles), the largest over k of both MIPs' proven bounds
     reached within `time_limit` seconds (None: no limit); None for a network without
-    weights."""
+    weights. A MIP whose optimum cannot exceed `floor` (a bound the caller already has,
+    cycles) is skipped: the right-hand side at one choice of loads (`estimates`) is at
+    least its optimum."""
     inputs = WeightOrderInputs.of(workload, hw)
     if not inputs.load_cycles:
         return None
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     best = 0.0
+    last_estimate, first_estimate = estimates(inputs)
     for k in range(1, len(inputs.load_cycles) + 1):
-        for model in (last_loads_model, first_loads_model):
+        for model, estimate in ((last_loads_model, last_estimate),
+                                (first_loads_model, first_estimate)):
+            if estimate[k] <= max(best, floor):
+                continue
             left = seconds_left(deadline)
             if left is not None and left <= 0:
                 return _bound(best)
@@ -141,6 +147,25 @@ def weight_order_bound(workload: Workload, hw: Hardware, time_limit: float | Non
             if status.bound is not None:
                 best = max(best, status.bound)
     return _bound(best)
+
+
+def estimates(inputs: WeightOrderInputs) -> tuple[dict[int, float], dict[int, float]]:
+    """Per k, the right-hand side of each inequality at one choice of loads, so at least
+    its least value (cycles): the last k weighted layers of the computing order as S
+    (s the cheapest load among them), the first k - 1 as P and the k-th as q."""
+    a, c = inputs.load_cycles, inputs.compute_cycles
+    weighted = list(a)  # network order, a topological order
+    total = sum(a.values())
+    last, first = {}, {}
+    for k in range(1, len(weighted) + 1):
+        chosen = weighted[-k:]
+        covered = set().union(*(inputs.closure[i] for i in chosen))
+        last[k] = (total - sum(a[i] for i in chosen) + min(a[i] for i in chosen)
+                   + float(sum(c[j] for j in covered)))
+        early, kth = weighted[:k - 1], weighted[k - 1]
+        covered = set().union(*(inputs.closure[i] for i in weighted[k - 1:]))
+        first[k] = sum(a[i] for i in early) + a[kth] + float(sum(c[j] for j in covered))
+    return last, first
 
 
 def _bound(cycles: float) -> Bound:

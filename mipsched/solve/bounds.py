@@ -34,10 +34,11 @@ from mipsched.workload.graph import Workload
 
 #: Time for the LFA relaxations of `mipsched bound` when no --time-limit is given (s).
 RELAXATION_SECONDS = 60.0
-#: Time for the weight-order MIPs of `mipsched bound` (s), at most; with a --time-limit,
-#: at most WEIGHT_ORDER_SHARE of it.
+#: Time for the weight-order MIPs (s), at most; with a time limit, at most
+#: WEIGHT_ORDER_SHARE of it (`mipsched bound`) or RUN_BOUND_SHARE of it (`solve`).
 WEIGHT_ORDER_SECONDS = 10.0
 WEIGHT_ORDER_SHARE = 0.25
+RUN_BOUND_SHARE = 0.05
 
 RELAXATION_SKIPPED = (f"not every computing order covered in time (or more than "
                       f"{MAX_ORDERS} orders): raise --time-limit")
@@ -48,6 +49,15 @@ def raised(bound: LatencyBound, proven: Sequence[Bound]) -> LatencyBound:
     with the latency bounds a method proved added (e.g. the exact search's); `bound`
     itself when there are none."""
     return strongest([*bound.bounds, *proven]) if proven else bound
+
+
+def run_bound(workload: Workload, hw: Hardware, seconds: float | None) -> LatencyBound:
+    """The latency bound a run starts from (cycles): the closed forms and the
+    weight-order bound, its MIPs given at most `seconds` (None: no limit) and skipped
+    where they cannot beat the closed forms."""
+    closed = network_latency_bound(workload, hw)
+    order = weight_order_bound(workload, hw, seconds, floor=closed.cycles)
+    return closed if order is None else strongest([*closed.bounds, order])
 
 
 def energy_and_edp(workload: Workload, hw: Hardware, latency: LatencyBound,
@@ -87,12 +97,9 @@ def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = No
     RELAXATION_SECONDS."""
     started = time.perf_counter() if started is None else started
     deadline = None if time_limit is None else search_deadline(started, time_limit)
-    latency_bounds = list(network_latency_bound(workload, hw).bounds)
     left = seconds_left(deadline, WEIGHT_ORDER_SHARE)
-    order = weight_order_bound(workload, hw, WEIGHT_ORDER_SECONDS if left is None
-                               else min(left, WEIGHT_ORDER_SECONDS))
-    if order is not None:
-        latency_bounds.append(order)
+    latency_bounds = list(run_bound(workload, hw, WEIGHT_ORDER_SECONDS if left is None
+                                    else min(left, WEIGHT_ORDER_SECONDS)).bounds)
     relaxed_energy = None
     n = len(workload.layers)
     if n > MAX_LAYERS:

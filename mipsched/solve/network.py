@@ -20,13 +20,18 @@ from mipsched.core import (
     stop_on_ctrl_c,
 )
 from mipsched.errors import InputError
-from mipsched.formulations.bounds import LatencyBound, network_latency_bound
+from mipsched.formulations.bounds import LatencyBound
 from mipsched.formulations.feasibility import explain_infeasibility
 from mipsched.heuristics.partition import RESULT_SECONDS_PER_TILE
 from mipsched.hw.model import Hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.sim import SimulationError, simulate
-from mipsched.solve.bounds import raised
+from mipsched.solve.bounds import (
+    RUN_BOUND_SHARE,
+    WEIGHT_ORDER_SECONDS,
+    raised,
+    run_bound,
+)
 from mipsched.solve.budget import check_gap, search_deadline, stop_reason, target_latency
 from mipsched.solve.methods import METHODS
 from mipsched.workload.graph import Workload
@@ -98,7 +103,7 @@ def solve_network(workload: Workload, hw: Hardware, method: str = "baseline", se
     if gap is None:  # a time limit given is time to use; the default budget stops early
         gap = DEFAULT_GAPS.get(method, 0.0) if time_limit is None else 0.0
     trail = Trail(started=started)
-    bound = network_latency_bound(workload, hw)
+    bound = run_bound(workload, hw, min(WEIGHT_ORDER_SECONDS, RUN_BOUND_SHARE * limit))
     target = target_latency(bound.cycles, gap)
     common = {"seed": seed, "time_limit": limit, "gap_target": gap,
               "target_latency": target}
