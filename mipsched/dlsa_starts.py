@@ -59,8 +59,7 @@ def prefetch_dlsa(program: TileProgram, start: Dlsa,
     capacity = program.buffer_capacity_bytes
     if occupancy is None:  # index tile + 1; index 0 = before tile 0
         occupancy = buffer_profile(program, start)
-    room = capacity - np.asarray(occupancy, dtype=np.int64)
-    """Free bytes per tile (index tile + 1), as the transfers are moved."""
+    room = capacity - np.asarray(occupancy, dtype=np.int64)  # free bytes per tile + 1
     living = list(start.living)
     reloaded_after = _reloaded_after(program)
     loads = sorted((i for i, t in enumerate(tensors) if t.is_load),
@@ -88,14 +87,17 @@ def prefetch_dlsa(program: TileProgram, start: Dlsa,
         new_end = end + int(full[0]) if full.size else latest
         room[end + 1:new_end + 1] -= t.bytes
         living[i] = (begin, new_end)
-    return Dlsa(release_order(program, living), tuple(living))
+    return Dlsa(release_order(program, living, reloaded_after), tuple(living))
 
 
-def release_order(program: TileProgram, living: list[tuple[int, int]]) -> tuple[int, ...]:
+def release_order(program: TileProgram, living: list[tuple[int, int]],
+                  reloaded_after: dict[int, int] | None = None) -> tuple[int, ...]:
     """The DRAM order by release tile (never deadlocks), stores first on a tie, then by the
-    tile that needs the transfer; a load is never put before a store of its data."""
+    tile that needs the transfer; a load is never put before a store of its data.
+    `reloaded_after`: _reloaded_after(program) if the caller has it."""
     tensors = program.tensors
-    reloaded_after = _reloaded_after(program)
+    if reloaded_after is None:
+        reloaded_after = _reloaded_after(program)
 
     def sort_key(i: int) -> tuple[int, bool, int, int]:
         t = tensors[i]
