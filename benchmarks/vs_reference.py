@@ -14,6 +14,10 @@ row; (b) strictly faster wherever the reference is more than 1 % above its ideal
 
 Run: python benchmarks/vs_reference.py [--csv PATH] [--only NET:HW:BATCH ...]
      [--skip-default] [--out benchmarks/results/vs_reference.md]
+The further runs, made on this machine with the reference built from its public source
+(benchmarks/reference_runs_here.csv, how in benchmarks/results/vs_reference_here.md):
+     python benchmarks/vs_reference.py --csv benchmarks/reference_runs_here.csv \
+         --out benchmarks/results/vs_reference_here.md
 """
 
 from __future__ import annotations
@@ -152,7 +156,7 @@ def main() -> None:
              "compared at the CSV's precision (whole pJ). (a) rows "
              "run with the reference's wall time as --time-limit, (b) rows with the "
              "default budget; each run is a fresh process (start-up included) on 2 "
-             "cores.", "",
+             f"cores. Reference runs: `{args.csv.name}`.", "",
              "| network | hw | batch | budget | reference | mipsched | latency | energy | "
              "E x D | gap | wall s | matched s | ok | status |",
              "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]

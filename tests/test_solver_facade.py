@@ -23,9 +23,9 @@ def test_solver_libraries_are_imported_only_in_the_facade() -> None:
 
 def _hard_model():
     """A model CP-SAT cannot close in well under a minute."""
-    from mipsched.formulations.solver import CpModel
+    from mipsched.formulations.solver import new_model
 
-    m = CpModel()
+    m = new_model()
     xs = [m.new_int_var(0, 200, f"x{i}") for i in range(80)]
     m.add_all_different(xs)
     for i in range(79):
@@ -53,3 +53,17 @@ def test_ctrl_c_during_a_solve_sets_the_callers_stop_event() -> None:
     status, _ = solve(_hard_model(), time_limit=60, workers=2, stop=stop)
     assert stop.is_set() and status.interrupted
     assert status.wall_seconds < 10
+
+
+def test_cp_sat_is_imported_only_when_a_model_is_built() -> None:
+    """The CLI starts without OR-Tools (and the pandas it pulls in, ~0.3 s); building a
+    model imports it."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, mipsched.cli; print('ortools.sat.python.cp_model' in sys.modules); "
+             "from mipsched.formulations.solver import new_model; new_model(); "
+             "print('ortools.sat.python.cp_model' in sys.modules)")
+    lines = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           check=True).stdout.split()
+    assert lines == ["False", "True"]

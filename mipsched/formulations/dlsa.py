@@ -27,19 +27,22 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mipsched.core import seconds_left
 from mipsched.evaluate import evaluate, timeline
 from mipsched.formulations.solver import (
-    CpModel,
-    IntVar,
     Solution,
     SolveStatus,
+    new_model,
     solve,
     timed_out,
 )
 from mipsched.schedule.notation import Dlsa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
+
+if TYPE_CHECKING:
+    from mipsched.formulations.solver import CpModel, IntVar
 
 GROUPS = frozenset({"tile_chain", "dram_serial", "load_release", "load_need",
                     "store_release", "store_need", "precedence", "buffer"})
@@ -69,7 +72,7 @@ class _Model:
             raise ValueError(f"unknown DLSA constraint groups: {sorted(unknown)}")
         self.program = program
         self.ranges = [(t.lo, t.hi) for t in program.tensors]
-        self.model = m = CpModel()
+        self.model = m = new_model()
         n = program.n_tiles
         tensors = program.tensors
         horizon = program.compute_cycles + program.dram_cycles

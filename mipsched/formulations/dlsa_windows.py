@@ -28,21 +28,23 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mipsched.core import ModelRecord, WindowSettings, seconds_left
 from mipsched.evaluate import Timeline, buffer_profile, evaluate, timeline
 from mipsched.formulations.dlsa import add_buffer_limits, solve_dlsa, whole_model_fits
 from mipsched.formulations.solver import (
-    CpModel,
-    IntVar,
-    LinearExpr,
     Solution,
     SolveStatus,
+    new_model,
     solve,
     timed_out,
 )
 from mipsched.schedule.notation import Dlsa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
+
+if TYPE_CHECKING:
+    from mipsched.formulations.solver import IntVar, LinearExpr
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ class WindowModel:
         self.free_ids = list(order[k0:k1])
         tensors = program.tensors
         horizon = times.makespan
-        self.model = m = CpModel()
+        self.model = m = new_model()
         self.s = {p: m.new_int_var(0, horizon, f"s{p}") for p in range(w0, w1)}
         self.makespan = m.new_int_var(0, horizon, "makespan")
         for p in range(w0, w1):  # chain, and the prefix's transfers each tile needs

@@ -8,29 +8,53 @@ and a thread count, and returns a frozen, typed result.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pulp
-from ortools.sat.python import cp_model
 
 from mipsched.core import stop_on_ctrl_c
+
+if TYPE_CHECKING:  # CP-SAT's types, for annotations only (see cp_sat)
+    from ortools.sat.python import cp_model
+
+    CpModel = cp_model.CpModel
+    IntVar = cp_model.IntVar
+    LinearExpr = cp_model.LinearExprT
 
 LpProblem = pulp.LpProblem
 LpVariable = pulp.LpVariable
 lp_sum = pulp.lpSum
 MINIMISE = pulp.LpMinimize
-CpModel = cp_model.CpModel
-IntVar = cp_model.IntVar
-LinearExpr = cp_model.LinearExprT
 
-_STATUS = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible",
-           cp_model.INFEASIBLE: "infeasible", cp_model.MODEL_INVALID: "invalid",
-           cp_model.UNKNOWN: "unknown"}
+
+@functools.cache
+def cp_sat() -> ModuleType:
+    """OR-Tools' CP-SAT module, imported on first use: it pulls in pandas, ~0.3 s of
+    start-up that a run building no CP-SAT model (a short --time-limit, `zoo`, `eval`)
+    is spared."""
+    from ortools.sat.python import cp_model
+
+    return cp_model
+
+
+def new_model() -> CpModel:
+    """An empty CP-SAT model."""
+    return cp_sat().CpModel()
+
+
+def _status_name(code: int) -> str:
+    """optimal / feasible / infeasible / invalid / unknown for a CP-SAT status code."""
+    cp = cp_sat()
+    return {cp.OPTIMAL: "optimal", cp.FEASIBLE: "feasible", cp.INFEASIBLE: "infeasible",
+            cp.MODEL_INVALID: "invalid"}.get(code, "unknown")
 
 
 @dataclass(frozen=True)
@@ -64,9 +88,11 @@ def default_workers() -> int:
 
 
 class Solution:
-    """Values of a solved model's variables (valid only when a solution exists)."""
+    """Values of a solved model's variables (valid only when a solution exists), read
+    from the solver or from the solution a callback is handed."""
 
-    def __init__(self, solver: cp_model.CpSolver) -> None:
+    def __init__(self, solver: cp_model.CpSolver | cp_model.CpSolverSolutionCallback
+                 ) -> None:
         self._solver = solver
 
     def value(self, expr: LinearExpr) -> int:
@@ -92,7 +118,8 @@ def solve(model: cp_model.CpModel, time_limit: float | None, workers: int | None
     also sets `stop`, so that the caller's loop ends too. `good_enough`: called on every
     improving solution; the search ends at the first one it accepts (e.g. a makespan that
     reaches the certified-gap target)."""
-    solver = cp_model.CpSolver()
+    cp = cp_sat()
+    solver = cp.CpSolver()
     threads = workers or default_workers()
     solver.parameters.num_workers = threads
     solver.parameters.random_seed = seed
@@ -100,11 +127,11 @@ def solve(model: cp_model.CpModel, time_limit: float | None, workers: int | None
         solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
     started = time.perf_counter()
     stop = stop or threading.Event()
-    callback = None if good_enough is None else _StopWhen(good_enough)
+    callback = None if good_enough is None else _callbacks()[0](good_enough)
     code = _run(solver, lambda: solver.solve(model, callback), stop)
     elapsed = time.perf_counter() - started
-    status = _STATUS.get(code, "unknown")
-    has = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+    status = _status_name(code)
+    has = code in (cp.OPTIMAL, cp.FEASIBLE)
     return (SolveStatus(status, solver.objective_value if has else None,
                         solver.best_objective_bound if has else None, elapsed, threads,
                         stop.is_set()),
@@ -135,39 +162,39 @@ def _run(solver: cp_model.CpSolver, call: Callable[[], int], stop: threading.Eve
     return result[0]
 
 
-class _Reader(Solution):
-    """A Solution view of the solution an enumeration callback is handed."""
+@functools.cache
+def _callbacks() -> tuple[type, type]:
+    """The solution callbacks (StopWhen, Enumerator), defined on CP-SAT's first use."""
+    base = cp_sat().CpSolverSolutionCallback
 
-    def __init__(self, callback: cp_model.CpSolverSolutionCallback) -> None:
-        self._solver = callback
+    class StopWhen(base):  # type: ignore[misc, valid-type]
+        """Ends the search at the first solution `accept` takes."""
 
+        def __init__(self, accept: Callable[[Solution], bool]) -> None:
+            super().__init__()
+            self._accept = accept
 
-class _StopWhen(cp_model.CpSolverSolutionCallback):
-    """Ends the search at the first solution `accept` takes."""
+        def on_solution_callback(self) -> None:
+            """Called by CP-SAT on every improving solution."""
+            if self._accept(Solution(self)):
+                self.stop_search()
 
-    def __init__(self, accept: Callable[[Solution], bool]) -> None:
-        super().__init__()
-        self._accept = accept
+    class Enumerator(base):  # type: ignore[misc, valid-type]
+        """Hands every solution to `on_solution`; ends the search when it returns
+        False."""
 
-    def on_solution_callback(self) -> None:
-        """Called by CP-SAT on every improving solution."""
-        if self._accept(_Reader(self)):
-            self.stop_search()
+        def __init__(self, on_solution: Callable[[Solution], bool]) -> None:
+            super().__init__()
+            self._on_solution = on_solution
+            self.stopped = False
 
+        def on_solution_callback(self) -> None:
+            """Called by CP-SAT on every solution."""
+            if not self._on_solution(Solution(self)):
+                self.stopped = True
+                self.stop_search()
 
-class _Enumerator(cp_model.CpSolverSolutionCallback):
-    """Hands every solution to `on_solution`; ends the search when it returns False."""
-
-    def __init__(self, on_solution: Callable[[Solution], bool]) -> None:
-        super().__init__()
-        self._on_solution = on_solution
-        self.stopped = False
-
-    def on_solution_callback(self) -> None:
-        """Called by CP-SAT on every solution."""
-        if not self._on_solution(_Reader(self)):
-            self.stopped = True
-            self.stop_search()
+    return StopWhen, Enumerator
 
 
 def enumerate_solutions(model: cp_model.CpModel, time_limit: float | None,
@@ -177,17 +204,18 @@ def enumerate_solutions(model: cp_model.CpModel, time_limit: float | None,
     until it returns False, for at most `time_limit` seconds; single-threaded, as CP-SAT
     enumerates. True when every solution was seen (not stopped, not interrupted, not
     out of time)."""
-    solver = cp_model.CpSolver()
+    cp = cp_sat()
+    solver = cp.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = seed
     solver.parameters.enumerate_all_solutions = True
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(time_limit, 0.01)
-    callback = _Enumerator(on_solution)
+    callback = _callbacks()[1](on_solution)
     stop = stop or threading.Event()
     code = _run(solver, lambda: solver.solve(model, callback), stop)
     return (not callback.stopped and not stop.is_set()
-            and code in (cp_model.OPTIMAL, cp_model.INFEASIBLE))
+            and code in (cp.OPTIMAL, cp.INFEASIBLE))
 
 
 @dataclass(frozen=True)

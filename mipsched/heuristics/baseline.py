@@ -80,7 +80,9 @@ def single_flg_start(lowerer: Lowerer, objective: Objective, order: tuple[str, .
                      ) -> Candidate | None:
     """The whole of `order` as one FLG at the power-of-two tiling number (1, 2, 4, ...,
     up to SINGLE_FLG_MAX_TILING, while the FLG can be tiled that finely and the
-    time.perf_counter() `deadline` has not passed) whose double-buffered schedule fits
+    time.perf_counter() `deadline` has not passed; tiling 1 is tried even past it, one
+    lowering that a run whose start-up used up its time still gets) whose
+    double-buffered schedule fits
     `buffer_limit` bytes (default: the buffer) and has the least `objective` cost; None
     when none fits. Every weight is then loaded once and every fmap stays on chip
     between its producer and its consumers; at tiling 1 that is layer by layer with no
@@ -88,7 +90,7 @@ def single_flg_start(lowerer: Lowerer, objective: Objective, order: tuple[str, .
     net (randwire_ws_small/edge/b16: 4.5 M cycles against the unfused start's 29 M)."""
     best: Candidate | None = None
     tiling = 1
-    while tiling <= SINGLE_FLG_MAX_TILING and (deadline is None
+    while tiling <= SINGLE_FLG_MAX_TILING and (tiling == 1 or deadline is None
                                               or time.perf_counter() < deadline):
         try:
             choose_grid(lowerer.workload, order, tiling)

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from mipsched.formulations.lfa.segments import (
     Edge,
@@ -52,8 +53,11 @@ from mipsched.formulations.lfa.segments import (
     crosses,
     flg_keys,
 )
-from mipsched.formulations.solver import CpModel, IntVar, LinearExpr, Solution
+from mipsched.formulations.solver import Solution, new_model
 from mipsched.schedule.notation import Lfa
+
+if TYPE_CHECKING:
+    from mipsched.formulations.solver import IntVar, LinearExpr
 
 #: The model's objectives: "ideal" (max(compute cycles, DRAM cycles)), "energy" (tile
 #: energy + DRAM energy) and "edp" (ideal x E_ref / D_ref + energy).
@@ -101,7 +105,7 @@ class SegmentModel:
         a feasible model infeasible: docs/decisions.md)."""
         self.table = table
         self.objective = objective
-        self.model = CpModel()
+        self.model = new_model()
         starting = self._add_path(groups.path)
         self._add_cuts(groups.cut_on_boundary, starting, fixed, window_start, window_stop)
         self._add_crossings(groups.crossing)

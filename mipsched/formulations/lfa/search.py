@@ -13,6 +13,7 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mipsched.core import Candidate, lower_and_fit, seconds_left
 from mipsched.evaluate import buffer_profile
@@ -24,12 +25,15 @@ from mipsched.formulations.lfa.segments import (
     flg_keys,
     unfused_tally,
 )
-from mipsched.formulations.solver import IntVar, Solution, SolveStatus, solve
+from mipsched.formulations.solver import Solution, SolveStatus, solve
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.schedule.validity import check_lfa
+
+if TYPE_CHECKING:
+    from mipsched.formulations.solver import IntVar
 
 #: The tiling numbers of the candidate segments, by default.
 TILINGS = (1, 2, 4, 8, 16, 32, 64)
