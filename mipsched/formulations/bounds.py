@@ -12,7 +12,11 @@ Latency (cycles):
   ceil(h/p_h) * ceil(w/p_w) * ceil(b/p_b) * serial groups for its unrolling, and ceil(x/p)
   >= x/p, so the layer's tiles take at least (least over the six unrollings of the
   cycles per output position) x (positions it must compute) (`position_cycles_bound`);
-  per vector layer, sum of ceil(ops/rate) >= its ops / rate. Summed over layers.
+  per vector layer, sum of ceil(ops/rate) >= its ops / rate. A tile also takes at least
+  its GBUF reads / the GBUF read bandwidth, and every tile reads all of its layer's
+  weights (channels are never tiled): a layer with weights takes at least weight bytes /
+  read bandwidth (GPT-2 decode's ffn2: 9,216 cycles, 32 x its MAC time). Summed over
+  layers.
 - `compulsory_dram`: every weight is loaded at least once; of every network input, the
   elements needed to compute the needed positions of its readers (`needed.py`) are
   loaded at least once; every network output is stored at least once; each byte takes
@@ -83,8 +87,9 @@ def compute_bound(workload: Workload, hw: Hardware) -> Bound:
     return Bound("compute", math.ceil(cycles),
                  "sum over layers of (least PE-array cycles per output position over the "
                  "six unrollings x the positions every schedule computes: those its "
-                 "consumers read to compute theirs, back from the outputs), plus vector "
-                 "ops of those positions / vector rate")
+                 "consumers read to compute theirs, back from the outputs; at least its "
+                 "weight bytes / GBUF read bandwidth), plus vector ops of those positions "
+                 "/ vector rate")
 
 
 def layer_compute_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction]:
@@ -95,7 +100,9 @@ def layer_compute_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction
     for name, layer in workload.layers.items():
         count = workload.batch * positions[name]
         if layer.op in MAC_OPS:
-            cycles[name] = count * _cycles_per_position(workload, hw, layer)
+            cycles[name] = max(count * _cycles_per_position(workload, hw, layer),
+                               Fraction(workload.weight_bytes(name),
+                                        hw.gbuf.read_bytes_per_cycle))
         else:
             total = workload.batch * layer.out.h * layer.out.w
             cycles[name] = Fraction(workload.vector_ops(name) * count,

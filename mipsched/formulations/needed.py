@@ -41,13 +41,16 @@ class Needed:
     """Network input -> elements (C x H x W) per sample that every schedule loads."""
 
 
-def needed(workload: Workload) -> Needed:
-    """Needed positions and input elements, by back-propagation from the outputs."""
+def needed(workload: Workload, whole: frozenset[str] | None = None) -> Needed:
+    """Needed positions and input elements, by back-propagation from the layers computed
+    whole: `whole` (default: the network outputs). With `whole` = {j}: what computing
+    all of j needs."""
+    whole = frozenset(workload.outputs) if whole is None else whole
     masks: dict[str, np.ndarray] = {}
     for name in reversed(workload.layers):
         layer = workload.layers[name]
         mask = np.zeros((layer.out.h, layer.out.w), dtype=bool)
-        if name in workload.outputs:
+        if name in whole:
             mask[:] = True
         for v, k in _readers(workload, name):
             mask |= read_mask(workload.layers[v], k, workload.in_shapes(v), masks[v])
