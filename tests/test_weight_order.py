@@ -57,7 +57,7 @@ def brute_force(inputs: WeightOrderInputs) -> float:
 def test_the_mips_find_the_least_choice_of_loads(seed: int) -> None:
     workload = random_dag(seed, n_layers=4 + seed % 3, batch=1 + seed % 2)
     bound = weight_order_bound(workload, EDGE, time_limit=None)
-    expected = max(brute_force(WeightOrderInputs.of(workload, EDGE, network_inputs=False)),
+    expected = max(brute_force(WeightOrderInputs.of(workload, EDGE).without(workload.inputs)),
                    brute_force(WeightOrderInputs.of(workload, EDGE)))
     assert bound is not None
     assert expected * (1 - 1e-5) - 1 <= bound.value <= expected
@@ -127,7 +127,7 @@ def test_a_tightened_variant_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     broken = WeightOrderInputs(real.load_cycles, real.compute_cycles,
                                {i: everything for i in real.closure})
     monkeypatch.setattr(weight_order.WeightOrderInputs, "of",
-                        classmethod(lambda cls, wl, hw, network_inputs=True: broken))
+                        classmethod(lambda cls, wl, hw: broken))
     bound = weight_order_bound(workload, EDGE, time_limit=None)
     assert bound is not None and bound.value > _reference_gpt2_prefill()
 
@@ -215,6 +215,6 @@ def test_a_tightened_weight_read_term_is_caught(monkeypatch: pytest.MonkeyPatch)
                for n, c in real.compute_cycles.items()}
     broken = WeightOrderInputs(real.load_cycles, doubled, real.closure)
     monkeypatch.setattr(weight_order.WeightOrderInputs, "of",
-                        classmethod(lambda cls, wl, hw, network_inputs=True: broken))
+                        classmethod(lambda cls, wl, hw: broken))
     bound = weight_order_bound(workload, EDGE, time_limit=None)
     assert bound is not None and bound.value > 500_895

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -70,37 +71,45 @@ class WeightOrderInputs:
     descent)."""
 
     @classmethod
-    def of(cls, workload: Workload, hw: Hardware, network_inputs: bool = True
-           ) -> WeightOrderInputs:
-        """The inputs for `workload` on `hw`: its network inputs (unless not
-        `network_inputs`), then its weights."""
+    def of(cls, workload: Workload, hw: Hardware) -> WeightOrderInputs:
+        """The inputs for `workload` on `hw`: its network inputs, then its weights."""
         bpc = hw.dram.bytes_per_cycle
-        loads: dict[str, int] = {}
-        closure: dict[str, frozenset[str]] = {}
-        for tensor, count in needed(workload).input_elems.items():
-            if count > 0 and network_inputs:
-                loads[tensor] = -(-workload.batch * workload.elem_bytes * count // bpc)
-                closure[tensor] = _after_whole_input(workload, tensor, count)
+        counts = {t: n for t, n in needed(workload).input_elems.items() if n > 0}
+        loads = {t: -(-workload.batch * workload.elem_bytes * n // bpc)
+                 for t, n in counts.items()}
+        whole = _whole_needs(workload)
+        closure = {t: _waiting_for(workload, whole, t, n) for t, n in counts.items()}
         for n, layer in workload.layers.items():
             if layer.has_weights:
                 loads[n] = -(-workload.weight_bytes(n) // bpc)
                 closure[n] = frozenset({n, *nx.descendants(workload.graph, n)})
         return cls(loads, layer_compute_cycles(workload, hw), closure)
 
+    def without(self, units: Iterable[str]) -> WeightOrderInputs:
+        """The same inputs without the load units `units` (the bound holds for any set
+        of units)."""
+        dropped = set(units)
+        return WeightOrderInputs(
+            {u: a for u, a in self.load_cycles.items() if u not in dropped},
+            self.compute_cycles,
+            {u: f for u, f in self.closure.items() if u not in dropped})
 
-def _after_whole_input(workload: Workload, tensor: str, count: int) -> frozenset[str]:
-    """F_r for network input `tensor` (`count` needed elements per sample): the layers
-    of one output position needing all of it, with their descendants; empty at batch
-    > 1."""
+
+def _whole_needs(workload: Workload) -> dict[str, dict[str, int]]:
+    """Per layer of one output position (at batch 1; none at batch > 1), the needed
+    elements of every network input when that layer is computed whole."""
     if workload.batch != 1:
-        return frozenset()
-    graph = workload.graph
-    readers = list(workload.consumers(tensor))
-    reach = set(readers).union(*(nx.descendants(graph, n) for n in readers))
-    whole = [j for j in reach
-             if workload.layers[j].out.h * workload.layers[j].out.w == 1
-             and needed(workload, frozenset({j})).input_elems[tensor] == count]
-    return frozenset(whole).union(*(nx.descendants(graph, j) for j in whole))
+        return {}
+    return {j: needed(workload, frozenset({j})).input_elems
+            for j, layer in workload.layers.items() if layer.out.h * layer.out.w == 1}
+
+
+def _waiting_for(workload: Workload, whole: dict[str, dict[str, int]], tensor: str,
+                 count: int) -> frozenset[str]:
+    """F_r for network input `tensor` (`count` needed elements per sample): the layers
+    of `whole` (`_whole_needs`) needing all of it, with their descendants."""
+    waiting = [j for j, elems in whole.items() if elems[tensor] == count]
+    return frozenset(waiting).union(*(nx.descendants(workload.graph, j) for j in waiting))
 
 
 def last_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
@@ -159,10 +168,10 @@ def weight_order_bound(workload: Workload, hw: Hardware, time_limit: float | Non
     network without loads. A MIP whose optimum cannot exceed `floor` (a bound the caller
     already has, cycles) is skipped: the right-hand side at one choice of loads
     (`estimates`) is at least its optimum."""
-    unit_sets = [WeightOrderInputs.of(workload, hw, network_inputs=False),
-                 WeightOrderInputs.of(workload, hw)]
-    if not unit_sets[-1].load_cycles:
+    every_unit = WeightOrderInputs.of(workload, hw)
+    if not every_unit.load_cycles:
         return None
+    unit_sets = [every_unit.without(workload.inputs), every_unit]
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     best = 0.0
     for inputs in unit_sets:
@@ -191,16 +200,16 @@ def estimates(inputs: WeightOrderInputs) -> tuple[dict[int, float], dict[int, fl
     in network order, a topological order) as S (s the cheapest among them), the first
     k - 1 as P and the k-th as q."""
     a, c = inputs.load_cycles, inputs.compute_cycles
-    weighted = list(a)
+    units = list(a)
     total = sum(a.values())
     last, first = {}, {}
-    for k in range(1, len(weighted) + 1):
-        chosen = weighted[-k:]
+    for k in range(1, len(units) + 1):
+        chosen = units[-k:]
         covered = set().union(*(inputs.closure[i] for i in chosen))
         last[k] = (total - sum(a[i] for i in chosen) + min(a[i] for i in chosen)
                    + float(sum(c[j] for j in covered)))
-        early, kth = weighted[:k - 1], weighted[k - 1]
-        covered = set().union(*(inputs.closure[i] for i in weighted[k - 1:]))
+        early, kth = units[:k - 1], units[k - 1]
+        covered = set().union(*(inputs.closure[i] for i in units[k - 1:]))
         first[k] = sum(a[i] for i in early) + a[kth] + float(sum(c[j] for j in covered))
     return last, first
 

@@ -81,13 +81,13 @@ def single_flg_start(lowerer: Lowerer, objective: Objective, order: tuple[str, .
     """The whole of `order` as one FLG at the power-of-two tiling number (1, 2, 4, ...,
     up to SINGLE_FLG_MAX_TILING, while the FLG can be tiled that finely and the
     time.perf_counter() `deadline` has not passed; tiling 1 is tried even past it, one
-    lowering that a run whose start-up used up its time still gets) whose
-    double-buffered schedule fits
-    `buffer_limit` bytes (default: the buffer) and has the least `objective` cost; None
-    when none fits. Every weight is then loaded once and every fmap stays on chip
-    between its producer and its consumers; at tiling 1 that is layer by layer with no
-    DRAM traffic for fmaps, at tiling = batch one sample at a time through the whole
-    net (randwire_ws_small/edge/b16: 4.5 M cycles against the unfused start's 29 M)."""
+    lowering that a run whose start-up used up its time still gets) whose double-buffered
+    schedule fits `buffer_limit` bytes (default: the buffer) and has the least
+    `objective` cost; None when none fits. Every weight is then loaded once and every
+    fmap stays on chip between its producer and its consumers; at tiling 1 that is
+    layer by layer with no DRAM traffic for fmaps, at tiling = batch one sample at a time
+    through the whole net (randwire_ws_small/edge/b16: 4.5 M cycles against the unfused
+    start's 29 M)."""
     best: Candidate | None = None
     tiling = 1
     while tiling <= SINGLE_FLG_MAX_TILING and (tiling == 1 or deadline is None
