@@ -15,12 +15,15 @@ Latency (cycles):
   per vector layer, sum of ceil(ops/rate) >= its ops / rate. A tile also takes at least
   its GBUF reads / the GBUF read bandwidth, and every tile reads all of its layer's
   weights (channels are never tiled): a layer with weights takes at least weight bytes /
-  read bandwidth (GPT-2 decode's ffn2: 9,216 cycles, 32 x its MAC time). Summed over
-  layers.
-- `compulsory_dram`: every weight is loaded at least once; of every network input, the
-  elements needed to compute the needed positions of its readers (`needed.py`) are
-  loaded at least once; every network output is stored at least once; each byte takes
-  1 / bandwidth cycles.
+  read bandwidth (GPT-2 decode's ffn2: 9,216 cycles, 32 x its MAC time). A layer of one
+  output position at batch 1 always runs as one tile of all of it, whose cycles the cost
+  model gives exactly (a tile's cost depends on its layer and extents only); that
+  replaces its term when larger (GPT-2 decode's ffn2: 9,228). Summed over layers.
+- `compulsory_dram`: every weight is loaded at least once; every layer that reads a
+  network input loads the part of it its tiles read (placement.make_segment), so of
+  every read, the elements needed to compute the reader's needed positions
+  (`needed.py`) are loaded at least once; every network output is stored at least once;
+  each byte takes 1 / bandwidth cycles.
 - `lfa_relaxation` (see `lfa/relaxation.py`): latency >= the ideal max(sum of tile cycles,
   sum of DRAM cycles) of its LFA, so the least ideal over the LFAs is a bound.
 Energy (pJ), `energy`: MACs of the positions that must be computed x MAC energy; each such
@@ -41,12 +44,18 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from mipsched.core import Bound
-from mipsched.cost.core_array import conv_shape, group_sharing, position_cycles_bound
-from mipsched.formulations.needed import needed
+from mipsched.cost.core_array import (
+    NoMappingError,
+    conv_shape,
+    group_sharing,
+    position_cycles_bound,
+)
+from mipsched.cost.tile import tile_cost
+from mipsched.formulations.needed import needed, read_needs
 from mipsched.hw.model import Hardware
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.workload.graph import Workload
-from mipsched.workload.layer import MAC_OPS, Layer, Op
+from mipsched.workload.layer import MAC_OPS, Layer, Op, Region
 
 
 @dataclass(frozen=True)
@@ -99,15 +108,27 @@ def layer_compute_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction
     cycles = {}
     for name, layer in workload.layers.items():
         count = workload.batch * positions[name]
+        total = workload.batch * layer.out.h * layer.out.w
         if layer.op in MAC_OPS:
             cycles[name] = max(count * _cycles_per_position(workload, hw, layer),
                                Fraction(workload.weight_bytes(name),
                                         hw.gbuf.read_bytes_per_cycle))
         else:
-            total = workload.batch * layer.out.h * layer.out.w
             cycles[name] = Fraction(workload.vector_ops(name) * count,
                                     total * hw.vector_unit.ops_per_cycle)
+        if total == 1:
+            cycles[name] = max(cycles[name], _whole_tile_cycles(workload, hw, name))
     return cycles
+
+
+def _whole_tile_cycles(workload: Workload, hw: Hardware, name: str) -> int:
+    """Cycles of a tile of all of layer `name` (0 when no unrolling fits it)."""
+    layer = workload.layers[name]
+    whole = Region(0, workload.batch, 0, layer.out.h, 0, layer.out.w)
+    try:
+        return tile_cost(hw, layer, workload.in_shapes(name), whole, workload.elem_bytes).cycles
+    except NoMappingError:
+        return 0
 
 
 def compulsory_dram_bound(workload: Workload, hw: Hardware) -> Bound:
@@ -119,8 +140,9 @@ def compulsory_dram_bound(workload: Workload, hw: Hardware) -> Bound:
 
 
 def compulsory_dram_bytes(workload: Workload) -> int:
-    """Bytes every schedule moves: weights, the needed part of the inputs, the outputs."""
-    input_elems = sum(needed(workload).input_elems.values())
+    """Bytes every schedule moves: weights, the needed part of each read of a network
+    input (each reading layer loads its own), the outputs."""
+    input_elems = sum(int(m.sum()) for m in read_needs(workload).values())
     return (workload.total_weight_bytes + workload.batch * workload.elem_bytes * input_elems
             + sum(workload.ofmap_bytes(t) for t in workload.outputs))
 

@@ -20,7 +20,7 @@ need only some channels at a position.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,33 +41,78 @@ class Needed:
     """Network input -> elements (C x H x W) per sample that every schedule loads."""
 
 
+#: One read of a network input: (input, reading layer, index of the input in its inputs).
+#: mipsched loads a network input separately for each such read (placement.make_segment:
+#: every layer loads the part of it its tiles read), so each read is a DRAM load.
+InputRead = tuple[str, str, int]
+
+
 def needed(workload: Workload, whole: frozenset[str] | None = None) -> Needed:
     """Needed positions and input elements, by back-propagation from the layers computed
     whole: `whole` (default: the network outputs). With `whole` = {j}: what computing
     all of j needs."""
     whole = frozenset(workload.outputs) if whole is None else whole
+    masks = _back_propagate(workload, _whole(workload, whole))
+    elements: dict[str, np.ndarray] = {
+        t: np.zeros((s.c, s.h, s.w), dtype=bool) for t, s in workload.inputs.items()}
+    for (tensor, _, _), mask in _input_reads(workload, masks).items():
+        elements[tensor] |= mask
+    return Needed({n: int(m.sum()) for n, m in masks.items()},
+                  {t: int(m.sum()) for t, m in elements.items()})
+
+
+def read_needs(workload: Workload) -> dict[InputRead, np.ndarray]:
+    """Per read of a network input, the (C, H, W) mask of the elements that read must
+    load in every schedule."""
+    return _input_reads(workload, _back_propagate(workload,
+                                                  _whole(workload, workload.outputs)))
+
+
+def position_read_needs(workload: Workload, layer: str, row: int, col: int
+                        ) -> dict[InputRead, np.ndarray]:
+    """Per read of a network input, the (C, H, W) mask of the elements computing output
+    position (row, col) of `layer` (every sample alike) loads through it, directly or
+    through other layers."""
+    seed = np.zeros((workload.layers[layer].out.h, workload.layers[layer].out.w), dtype=bool)
+    seed[row, col] = True
+    return _input_reads(workload, _back_propagate(workload, {layer: seed}))
+
+
+def _whole(workload: Workload, layers: Iterable[str]) -> dict[str, np.ndarray]:
+    """All-true (H, W) masks of `layers`."""
+    return {n: np.ones((workload.layers[n].out.h, workload.layers[n].out.w), dtype=bool)
+            for n in layers}
+
+
+def _back_propagate(workload: Workload, seeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Per layer, the (H, W) mask of the output positions computing the `seeds`
+    positions needs (the seeds included); layers that feed no seed get empty masks."""
     masks: dict[str, np.ndarray] = {}
     for name in reversed(workload.layers):
         layer = workload.layers[name]
-        mask = np.zeros((layer.out.h, layer.out.w), dtype=bool)
-        if name in whole:
-            mask[:] = True
+        mask = seeds[name].copy() if name in seeds else np.zeros(
+            (layer.out.h, layer.out.w), dtype=bool)
         for v, k in _readers(workload, name):
             mask |= read_mask(workload.layers[v], k, workload.in_shapes(v), masks[v])
         masks[name] = mask
-    input_elems = {}
+    return masks
+
+
+def _input_reads(workload: Workload, masks: dict[str, np.ndarray]
+                 ) -> dict[InputRead, np.ndarray]:
+    """Per read of a network input, the (C, H, W) mask of the elements the layers'
+    `masks` read through it."""
+    reads = {}
     for tensor, shape in workload.inputs.items():
-        positions = np.zeros((shape.h, shape.w), dtype=bool)
-        partial = np.zeros((shape.c, shape.h, shape.w), dtype=bool)
         for v, k in _readers(workload, tensor):
             reader = workload.layers[v]
             if reader.op == Op.TRANSPOSE:
-                partial |= transposed_input(reader, shape, masks[v])
+                mask = transposed_input(reader, shape, masks[v])
             else:
-                positions |= read_mask(reader, k, workload.in_shapes(v), masks[v])
-        input_elems[tensor] = int(shape.c * positions.sum()
-                                  + (partial & ~positions[None]).sum())
-    return Needed({n: int(m.sum()) for n, m in masks.items()}, input_elems)
+                positions = read_mask(reader, k, workload.in_shapes(v), masks[v])
+                mask = np.broadcast_to(positions, (shape.c, shape.h, shape.w))
+            reads[(tensor, v, k)] = mask
+    return reads
 
 
 def _readers(workload: Workload, tensor: str) -> list[tuple[str, int]]:

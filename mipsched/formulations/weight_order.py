@@ -2,38 +2,51 @@
 
 Facts of every schedule (mipsched's notation, DESIGN §3): each layer with weights loads
 them as one DRAM transfer of ceil(bytes / bandwidth) cycles, once, and its first tile
-waits for it; a layer's first tile runs after the first tile of every layer it reads
-(it needs some of their output); tiles run one at a time and DRAM serves one transfer
-at a time. A network input may be loaded in slices, and some of it more than once.
+waits for it; each layer that reads a network input loads, per tile, the part it reads
+(placement.make_segment: two layers reading one input load it twice); a layer's first
+tile runs after the first tile of every layer it reads (it needs some of their output);
+tiles run one at a time and DRAM serves one transfer at a time; the last tile of a
+schedule is a network output's (any other tile's output is read by a later tile or
+stored for a later LG), and its share of the output, one position of all channels at
+least, is stored after it.
 
-A load unit u is a weighted layer's weights or a network input; a_u is ceil(bytes /
-bandwidth) of its weights or of its needed elements (`needed`). Write C_u for the time
-by which every byte of u has been loaded at least once, and F_u for the layers that
-compute after C_u in every schedule: for weights, the layer and its descendants; for a
-network input r, every layer that needs all of r to compute any of its output, with its
-descendants. At batch 1 that is a layer with one output position (any tile of it is all
-of it) whose output needs every needed element of r (`needed` from that layer alone),
-since all of r must be on chip by its one tile; at batch > 1 no layer is known to, and
-F_r is empty. By C_u the DRAM has spent at least a_u cycles on u.
+A load unit u is a weighted layer's weights or one read of a network input r by a layer
+v (`needed.InputRead`); a_u is ceil(bytes / bandwidth) of the weights or of the elements
+of r that v must read in every schedule (`needed.read_needs`). Write C_u for the time by
+which every byte of u has been loaded at least once, and F_u for the layers that compute
+after C_u in every schedule: for weights, the layer and its descendants; for a read, the
+layers that need all of it to compute any of their output, with their descendants. At
+batch 1 that is a layer every single output position of which needs, directly or
+through other layers, every element the read must load: a tile computes at least one
+position (all channels) and only after every element that position needs has been
+loaded, so the layer's first tile comes after C_u. (A transpose that turns tokens into
+channels is such a layer in GPT-2 prefill: any position of K^T needs K at every token;
+in GPT-2 decode, whose layers have one position, every reader of the token waits for
+its own load.) At batch > 1 one position belongs to one sample, no layer is known to
+wait for a whole read, and F_u is empty. By C_u the DRAM has spent at least a_u cycles
+on u. The final store takes at least z = the least, over network outputs, of
+ceil(channels x bytes per element / bandwidth) cycles after the last tile (z = 0 when
+some sink is not a network output).
 
 - Last loads: let S be the k units with the latest C_u and s the earliest of them.
   Every unit outside S, and s, are complete by C_s, so C_s >= a(U) - a(S) + a_s, and
   every layer of F(S) (the union of F_u, u in S) computes after C_s:
-  latency >= a(U) - a(S) + a_s + c(F(S)).
+  latency >= a(U) - a(S) + a_s + c(F(S)) + z.
 - First loads: let P be the k - 1 units with the earliest C_u and q the k-th. C_q >= a(P)
   + a_q, and every layer of F(U \\ P) (q's among them) computes after C_q:
-  latency >= a(P) + a_q + c(F(U \\ P)).
+  latency >= a(P) + a_q + c(F(U \\ P)) + z.
 c_j is the least compute cycles of layer j (`bounds.layer_compute_cycles`).
 
 The argument holds for any set U of load units (a(U) counts only U's loads), so the
-bound is computed for U = the weights alone and for U = weights and network inputs: an
-input that no layer is known to wait for whole may complete last at no cost, which can
-make the second weaker (GPT-2 prefill) as often as its extra DRAM time makes it stronger
-(GPT-2 decode, where the KV cache is 10 % of the traffic).
+bound is computed for three: the weights alone, the weights and the reads some layer
+waits for whole, and every unit. A read that no layer waits for may complete last at
+no cost, which can make a larger set weaker (GPT-2 prefill: the residual's second read
+of the input) as often as its extra DRAM time makes it stronger (GPT-2 decode, where the
+KV cache is 10 % of the traffic and the token is read twice).
 
 The schedule picks S (or P, q); the bound for k is the least right-hand side over all
 choices, a small MIP (PuLP on HiGHS, `last_loads_model` / `first_loads_model`), and the
-bound is the largest over k and both unit sets. A MIP stopped by its time limit still
+bound is the largest over k and the three unit sets. A MIP stopped by its time limit still
 gives its proven dual bound, which is below its optimum and so still a bound: the result
 is anytime.
 """
@@ -47,10 +60,11 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import networkx as nx
+import numpy as np
 
 from mipsched.core import Bound, seconds_left
 from mipsched.formulations.bounds import layer_compute_cycles
-from mipsched.formulations.needed import needed
+from mipsched.formulations.needed import InputRead, position_read_needs, read_needs
 from mipsched.formulations.solver import MINIMISE, LpProblem, LpVariable, lp_sum, minimise
 from mipsched.hw.model import Hardware
 from mipsched.workload.graph import Workload
@@ -69,21 +83,23 @@ class WeightOrderInputs:
     closure: dict[str, frozenset[str]]
     """F_u: per load unit, the layers that compute after it completes (closed under
     descent)."""
+    final_store: int = 0
+    """z: cycles of the least store that follows the last tile."""
 
     @classmethod
     def of(cls, workload: Workload, hw: Hardware) -> WeightOrderInputs:
         """The inputs for `workload` on `hw`: its network inputs, then its weights."""
         bpc = hw.dram.bytes_per_cycle
-        counts = {t: n for t, n in needed(workload).input_elems.items() if n > 0}
-        loads = {t: -(-workload.batch * workload.elem_bytes * n // bpc)
-                 for t, n in counts.items()}
-        whole = _whole_needs(workload)
-        closure = {t: _waiting_for(workload, whole, t, n) for t, n in counts.items()}
+        needs = {r: m for r, m in read_needs(workload).items() if m.any()}
+        loads = {read_unit(r): -(-workload.batch * workload.elem_bytes * int(m.sum()) // bpc)
+                 for r, m in needs.items()}
+        closure = {read_unit(r): f for r, f in _waiting_for_reads(workload, needs).items()}
         for n, layer in workload.layers.items():
             if layer.has_weights:
                 loads[n] = -(-workload.weight_bytes(n) // bpc)
                 closure[n] = frozenset({n, *nx.descendants(workload.graph, n)})
-        return cls(loads, layer_compute_cycles(workload, hw), closure)
+        return cls(loads, layer_compute_cycles(workload, hw), closure,
+                   final_store_cycles(workload, hw))
 
     def without(self, units: Iterable[str]) -> WeightOrderInputs:
         """The same inputs without the load units `units` (the bound holds for any set
@@ -92,24 +108,64 @@ class WeightOrderInputs:
         return WeightOrderInputs(
             {u: a for u, a in self.load_cycles.items() if u not in dropped},
             self.compute_cycles,
-            {u: f for u, f in self.closure.items() if u not in dropped})
+            {u: f for u, f in self.closure.items() if u not in dropped}, self.final_store)
+
+    def unit_sets(self) -> list[WeightOrderInputs]:
+        """The unit sets the bound is computed for: the weights alone; the weights and
+        the input reads some layer waits for whole; every unit (empty sets and repeats
+        left out)."""
+        reads = [u for u in self.load_cycles if u not in self.compute_cycles]
+        unwaited = [u for u in reads if not self.closure[u]]
+        sets = [self.without(reads), self.without(unwaited), self]
+        distinct = {tuple(x.load_cycles): x for x in sets if x.load_cycles}
+        return list(distinct.values())
 
 
-def _whole_needs(workload: Workload) -> dict[str, dict[str, int]]:
-    """Per layer of one output position (at batch 1; none at batch > 1), the needed
-    elements of every network input when that layer is computed whole."""
+def read_unit(read: InputRead) -> str:
+    """The load unit's name of a read of a network input: 'input -> layer[index]'."""
+    tensor, reader, index = read
+    return f"{tensor} -> {reader}[{index}]"
+
+
+def final_store_cycles(workload: Workload, hw: Hardware) -> int:
+    """z (cycles): the least store of one position of a sink layer, the last tile being
+    a sink's (0 when a sink is not a network output, so that it might store nothing)."""
+    graph = workload.graph
+    sinks = {n for n in workload.layers if graph.out_degree(n) == 0}
+    if not sinks <= set(workload.outputs):
+        return 0
+    bpc = hw.dram.bytes_per_cycle
+    return min(-(-workload.layers[o].out.c * workload.elem_bytes // bpc) for o in sinks)
+
+
+#: A layer with more output positions than this is not examined as one that waits for
+#: a whole network input (skipping one only weakens the bound; examining one costs a
+#: back-propagation per position).
+MAX_POSITIONS_EXAMINED = 1024
+
+
+def _waiting_for_reads(workload: Workload, needs: dict[InputRead, np.ndarray]
+                       ) -> dict[InputRead, frozenset[str]]:
+    """F per read of a network input (`needs`: what each read must load): at batch 1,
+    the layers any one output position of which needs everything that read must load,
+    with their descendants; at batch > 1, none. Layers are examined in network order,
+    the corner position first (most often the one that needs least); a descendant of a
+    waiting layer waits too."""
+    waiting: dict[InputRead, set[str]] = {r: set() for r in needs}
     if workload.batch != 1:
-        return {}
-    return {j: needed(workload, frozenset({j})).input_elems
-            for j, layer in workload.layers.items() if layer.out.h * layer.out.w == 1}
-
-
-def _waiting_for(workload: Workload, whole: dict[str, dict[str, int]], tensor: str,
-                 count: int) -> frozenset[str]:
-    """F_r for network input `tensor` (`count` needed elements per sample): the layers
-    of `whole` (`_whole_needs`) needing all of it, with their descendants."""
-    waiting = [j for j, elems in whole.items() if elems[tensor] == count]
-    return frozenset(waiting).union(*(nx.descendants(workload.graph, j) for j in waiting))
+        return {r: frozenset() for r in waiting}
+    for j, layer in workload.layers.items():
+        open_reads = [r for r in waiting if j not in waiting[r]]
+        if not open_reads or layer.out.h * layer.out.w > MAX_POSITIONS_EXAMINED:
+            continue
+        for row, col in np.ndindex(layer.out.h, layer.out.w):
+            reads = position_read_needs(workload, j, row, col)
+            open_reads = [r for r in open_reads if not (needs[r] & ~reads[r]).any()]
+            if not open_reads:
+                break
+        for r in open_reads:
+            waiting[r] |= {j, *nx.descendants(workload.graph, j)}
+    return {r: frozenset(f) for r, f in waiting.items()}
 
 
 def last_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
@@ -118,7 +174,7 @@ def last_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
     a, c = inputs.load_cycles, inputs.compute_cycles
     problem += (sum(a.values()) - lp_sum(a[i] * chosen[i] for i in a)
                 + lp_sum(a[i] * first[i] for i in a)
-                + lp_sum(float(c[j]) * covered[j] for j in covered))
+                + lp_sum(float(c[j]) * covered[j] for j in covered) + inputs.final_store)
     problem += lp_sum(chosen.values()) == k
     problem += lp_sum(first.values()) == 1
     for u, after in inputs.closure.items():
@@ -133,7 +189,7 @@ def first_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
     problem, early, kth, covered = _variables(inputs, "first")
     a, c = inputs.load_cycles, inputs.compute_cycles
     problem += (lp_sum(a[i] * early[i] for i in a) + lp_sum(a[i] * kth[i] for i in a)
-                + lp_sum(float(c[j]) * covered[j] for j in covered))
+                + lp_sum(float(c[j]) * covered[j] for j in covered) + inputs.final_store)
     problem += lp_sum(early.values()) == k - 1
     problem += lp_sum(kth.values()) == 1
     for u, after in inputs.closure.items():
@@ -163,7 +219,7 @@ MIP_SHARE = 0.2
 
 def weight_order_bound(workload: Workload, hw: Hardware, time_limit: float | None = 10.0,
                        floor: float = 0.0) -> Bound | None:
-    """The weight-order bound (cycles), the largest over k and both unit sets of both
+    """The weight-order bound (cycles), the largest over k and the unit sets of both
     MIPs' proven bounds reached within `time_limit` seconds (None: no limit); None for a
     network without loads. A MIP whose optimum cannot exceed `floor` (a bound the caller
     already has, cycles) is skipped: the right-hand side at one choice of loads
@@ -171,12 +227,9 @@ def weight_order_bound(workload: Workload, hw: Hardware, time_limit: float | Non
     every_unit = WeightOrderInputs.of(workload, hw)
     if not every_unit.load_cycles:
         return None
-    unit_sets = [every_unit.without(workload.inputs), every_unit]
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     best = 0.0
-    for inputs in unit_sets:
-        if not inputs.load_cycles:
-            continue
+    for inputs in every_unit.unit_sets():
         last_estimate, first_estimate = estimates(inputs)
         for k in range(1, len(inputs.load_cycles) + 1):
             for model, estimate in ((last_loads_model, last_estimate),
@@ -207,18 +260,22 @@ def estimates(inputs: WeightOrderInputs) -> tuple[dict[int, float], dict[int, fl
         chosen = units[-k:]
         covered = set().union(*(inputs.closure[i] for i in chosen))
         last[k] = (total - sum(a[i] for i in chosen) + min(a[i] for i in chosen)
+                   + inputs.final_store
                    + float(sum(c[j] for j in covered)))
         early, kth = units[:k - 1], units[k - 1]
         covered = set().union(*(inputs.closure[i] for i in units[k - 1:]))
-        first[k] = sum(a[i] for i in early) + a[kth] + float(sum(c[j] for j in covered))
+        first[k] = (sum(a[i] for i in early) + a[kth] + float(sum(c[j] for j in covered))
+                    + inputs.final_store)
     return last, first
 
 
 def _bound(cycles: float) -> Bound:
-    """The certificate entry; the MIP's floating-point bound rounded down with a margin
-    of 1e-6 relative, so that solver tolerance never overstates it."""
-    return Bound("weight_order", math.floor(cycles * (1 - 1e-6)),
-                 "largest over k of the least, over which k loads (weights or network "
-                 "inputs) complete last (or first), of the DRAM time until the earliest "
-                 "of them completes plus the compute of the layers that must wait for it "
+    """The certificate entry: the MIP's floating-point bound less a margin of 1e-6
+    relative (so that solver tolerance never overstates it), rounded up, latencies
+    being whole cycles."""
+    return Bound("weight_order", math.ceil(cycles * (1 - 1e-6)),
+                 "largest over k of the least, over which k loads (weights or reads of "
+                 "network inputs) complete last (or first), of the DRAM time until the "
+                 "earliest of them completes plus the compute of the layers that must "
+                 "wait for it plus the least store after the last tile "
                  "(PuLP / HiGHS MIP, formulations/weight_order.py)")

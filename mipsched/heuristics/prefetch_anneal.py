@@ -53,6 +53,15 @@ def prefetched(lowerer: Lowerer, lfa: Lfa) -> tuple[TileProgram, Dlsa, int] | No
     return program, dlsa, latency(program, dlsa)
 
 
+def prefetched_cost(lowerer: Lowerer, options: SearchOptions, program: TileProgram,
+                    latency_cycles: int) -> float:
+    """The objective of `program` run in `latency_cycles` cycles, with the energy
+    evaluate() gives (static power included)."""
+    static = lowerer.hw.static_pj_per_cycle
+    return options.objective.cost_of(program.energy_pj + static * latency_cycles,
+                                     latency_cycles)
+
+
 def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
                       deadline: float | None, rng: random.Random,
                       cooling: Cooling | None = None, lg_cuts: bool = False
@@ -62,12 +71,9 @@ def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
     `start` has no DLSA that fits. `lg_cuts`: moves include lfa_moves.add_lg_cut."""
     cooling = cooling or Cooling()
     graph = lowerer.workload.graph
-    static = lowerer.hw.static_pj_per_cycle
 
     def cost_of(program: TileProgram, latency_cycles: int) -> float:
-        """The objective, with the energy evaluate() gives (static power included)."""
-        return options.objective.cost_of(program.energy_pj + static * latency_cycles,
-                                         latency_cycles)
+        return prefetched_cost(lowerer, options, program, latency_cycles)
 
     first = prefetched(lowerer, start)
     if first is None:

@@ -2,13 +2,15 @@
 `--method auto`, `cpsat` and `exact`.
 
 - auto: SoMa's SA for a share of the budget; then the LFA annealed again with every
-  candidate timed under its prefetching DLSA (prefetch_anneal), from SA's best; then the
+  candidate timed under its prefetching DLSA (prefetch_anneal), from SA's best, and
+  descended to a local optimum under the same timing (local_descent); then the
   LFA segment model with the best LFA so far as incumbent (never worse than it); then the
   exact DLSA model on that program and on the LFA model's (if it found a better LFA),
   each hinted with its current DLSA. Time left over goes to further prefetch-scored
-  annealing from the best schedule (a new seed each pass), each new best polished by
-  the DLSA model, until POLISH_PATIENCE passes in a row find nothing better. The best
-  schedule by the objective is kept, so auto is never worse than its own SA run.
+  annealing from the best schedule (a new seed each pass), each new best descended and
+  polished by the DLSA model, until POLISH_PATIENCE passes in a row find nothing
+  better. The best schedule by the objective is kept, so auto is never worse than its
+  own SA run.
 - cpsat: the LFA model from the unfused schedule, then the DLSA model on its LFA.
 - exact: SA for a share of the budget as the incumbent, then the exact branch and bound
   over LFAs (formulations.exact, nets of at most MAX_LAYERS layers); its certified bound
@@ -42,6 +44,7 @@ from mipsched.formulations.lfa import solve_lfa
 from mipsched.formulations.lfa.relaxation import MAX_LAYERS
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
+from mipsched.heuristics.local_descent import descend
 from mipsched.heuristics.partition import dp_partition, greedy_fusion
 from mipsched.heuristics.prefetch_anneal import anneal_prefetched_chains
 from mipsched.heuristics.soma_sa import sa_workers, soma_sa
@@ -56,6 +59,9 @@ MODEL_SECONDS = 30.0
 """Each model's time when no --time-limit is given."""
 PREFETCH_SHARE = 0.5
 """Share of the time left after SA given to the prefetch-scored LFA annealing."""
+DESCENT_SHARE = 0.3
+"""Share of the time left that each local descent may use (from a poor start on a big
+program it could take the rest: ResNet-50 / edge / b16 from the unfused schedule, 26 s)."""
 POLISH_SHARE = 0.7
 """In the passes on time left over, the annealing's share (the DLSA model gets the
 rest when the annealing found a better schedule)."""
@@ -153,6 +159,20 @@ def _prefetch_step(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     return found
 
 
+def _descent_step(lowerer: Lowerer, start: Candidate, options: SearchOptions,
+                  deadline: float | None) -> Candidate:
+    """`start`, or the local optimum the descent reaches from it (within DESCENT_SHARE
+    of the time left) when that is better by the objective."""
+    if options.stop.is_set() or _reached(options, start):
+        return start
+    until = None if deadline is None else time.perf_counter() + _left(deadline, DESCENT_SHARE)
+    found = descend(lowerer, start, options, until)
+    if found is None:
+        return start
+    offer(options, found)
+    return found
+
+
 def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
            deadline: float | None) -> MethodResult:
     """auto after its SA run: the prefetch-scored annealing, the LFA model, then the DLSA
@@ -163,6 +183,7 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
     cost = options.objective.cost
     until = None if deadline is None else time.perf_counter() + _left(deadline, PREFETCH_SHARE)
     start = _prefetch_step(lowerer, sa.best, options, until, options.seed) or sa.best
+    start = _descent_step(lowerer, start, options, deadline)
     lfa_limit = (MODEL_SECONDS if deadline is None or options.time_limit is None
                  else LFA_SHARE * options.time_limit)
     from_lfa = _lfa_step(lowerer, start, options, min(lfa_limit, _left(deadline)), models)
@@ -182,6 +203,7 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
             fruitless += 1
             continue
         fruitless = 0
+        more = _descent_step(lowerer, more, options, deadline)
         polished = _dlsa_step(more, options, _left(deadline), models)
         best = min((best, polished), key=lambda c: cost(c.evaluation))
     stages = dict(sa.stages) if best is sa.best else {**sa.stages, "cpsat": best}
