@@ -24,9 +24,9 @@ channels is such a layer in GPT-2 prefill: any position of K^T needs K at every 
 in GPT-2 decode, whose layers have one position, every reader of the token waits for
 its own load.) At batch > 1 one position belongs to one sample, no layer is known to
 wait for a whole read, and F_u is empty. By C_u the DRAM has spent at least a_u cycles
-on u. The final store takes at least z = the least, over network outputs, of
-ceil(channels x bytes per element / bandwidth) cycles after the last tile (z = 0 when
-some sink is not a network output).
+on u. The final store takes at least z = the least, over sink layers, of
+ceil(channels x bytes per element / bandwidth) cycles after the last tile (every sink
+is a network output: Workload refuses any other).
 
 - Last loads: let S be the k units with the latest C_u and s the earliest of them.
   Every unit outside S, and s, are complete by C_s, so C_s >= a(U) - a(S) + a_s, and
@@ -72,9 +72,9 @@ from mipsched.workload.graph import Workload
 
 @dataclass(frozen=True)
 class WeightOrderInputs:
-    """What the bound needs: per load unit (a weighted layer's name for its weights, a
-    network input's name) its load cycles and the layers that compute after it
-    completes, and per layer its least compute cycles."""
+    """What the bound needs: per load unit (a weighted layer's name for its weights,
+    `read_unit` for a read of a network input) its load cycles and the layers that
+    compute after it completes, per layer its least compute cycles, and z."""
 
     load_cycles: dict[str, int]
     """a_u: ceil(bytes / DRAM bytes per cycle), per load unit."""
@@ -88,7 +88,8 @@ class WeightOrderInputs:
 
     @classmethod
     def of(cls, workload: Workload, hw: Hardware) -> WeightOrderInputs:
-        """The inputs for `workload` on `hw`: its network inputs, then its weights."""
+        """The inputs for `workload` on `hw`: its reads of network inputs, then its
+        weights."""
         bpc = hw.dram.bytes_per_cycle
         needs = {r: m for r, m in read_needs(workload).items() if m.any()}
         loads = {read_unit(r): -(-workload.batch * workload.elem_bytes * int(m.sum()) // bpc)
@@ -129,11 +130,8 @@ def read_unit(read: InputRead) -> str:
 
 def final_store_cycles(workload: Workload, hw: Hardware) -> int:
     """z (cycles): the least store of one position of a sink layer, the last tile being
-    a sink's (0 when a sink is not a network output, so that it might store nothing)."""
-    graph = workload.graph
-    sinks = {n for n in workload.layers if graph.out_degree(n) == 0}
-    if not sinks <= set(workload.outputs):
-        return 0
+    a sink's (a Workload's sinks are all network outputs: it refuses any other)."""
+    sinks = [n for n in workload.layers if workload.graph.out_degree(n) == 0]
     bpc = hw.dram.bytes_per_cycle
     return min(-(-workload.layers[o].out.c * workload.elem_bytes // bpc) for o in sinks)
 

@@ -28,17 +28,50 @@ from mipsched.schedule.notation import Lfa
 def move_layer(lfa: Lfa, graph: nx.DiGraph, rng: random.Random) -> Lfa | None:
     """A random layer moved to another valid place in the computing order (after
     its inputs, before its consumers); None when it has none."""
-    order = list(lfa.order)
-    k = rng.randrange(len(order))
-    name = order.pop(k)
-    index = {n: i for i, n in enumerate(order)}
-    lo = max((index[p] + 1 for p in graph.predecessors(name)), default=0)
-    hi = min((index[s] for s in graph.successors(name)), default=len(order))
-    places = [q for q in range(lo, hi + 1) if q != k]
+    k = rng.randrange(len(lfa.order))
+    name = lfa.order[k]
+    rest = lfa.order[:k] + lfa.order[k + 1:]
+    places = [q for q in valid_places(rest, name, graph) if q != k]
     if not places:
         return None
-    order.insert(rng.choice(places), name)
-    return Lfa(tuple(order), lfa.flc, lfa.tiling, lfa.dram_cuts)
+    return moved(lfa, rest, name, rng.choice(places))
+
+
+def valid_places(rest: tuple[str, ...], name: str, graph: nx.DiGraph) -> range:
+    """Where layer `name` may go in `rest` (the order without it): after all its
+    inputs, before all its consumers."""
+    index = {n: i for i, n in enumerate(rest)}
+    lo = max((index[p] + 1 for p in graph.predecessors(name)), default=0)
+    hi = min((index[s] for s in graph.successors(name)), default=len(rest))
+    return range(lo, hi + 1)
+
+
+def moved(lfa: Lfa, rest: tuple[str, ...], name: str, place: int) -> Lfa:
+    """`lfa` with layer `name` put at `place` of `rest` (its order without it)."""
+    return Lfa((*rest[:place], name, *rest[place:]), lfa.flc, lfa.tiling, lfa.dram_cuts)
+
+
+def with_tiling(lfa: Lfa, g: int, tiling: int) -> Lfa:
+    """`lfa` with FLG g's tiling number set to `tiling`."""
+    return Lfa(lfa.order, lfa.flc, (*lfa.tiling[:g], tiling, *lfa.tiling[g + 1:]),
+               lfa.dram_cuts)
+
+
+def with_flc(lfa: Lfa, cut: int) -> Lfa:
+    """`lfa` with an FLC added at uncut position `cut`: the FLG splits and both halves
+    keep its tiling number."""
+    g = bisect.bisect_left(lfa.flc, cut)  # the FLG that contains the new cut
+    return Lfa(lfa.order, tuple(sorted((*lfa.flc, cut))),
+               (*lfa.tiling[:g + 1], lfa.tiling[g], *lfa.tiling[g + 1:]), lfa.dram_cuts)
+
+
+def without_flc(lfa: Lfa, g: int, inherited: int) -> Lfa:
+    """`lfa` with its g-th FLC deleted: FLGs g and g + 1 merge with tiling number
+    `inherited`; a DRAM cut there goes too."""
+    cut = lfa.flc[g]
+    return Lfa(lfa.order, lfa.flc[:g] + lfa.flc[g + 1:],
+               (*lfa.tiling[:g], inherited, *lfa.tiling[g + 2:]),
+               tuple(c for c in lfa.dram_cuts if c != cut))
 
 
 def change_tiling(lfa: Lfa, rng: random.Random) -> Lfa | None:
@@ -46,10 +79,7 @@ def change_tiling(lfa: Lfa, rng: random.Random) -> Lfa | None:
     number of 1 is always doubled)."""
     g = rng.randrange(len(lfa.tiling))
     t = lfa.tiling[g]
-    new = t * 2 if t == 1 or rng.random() < 0.5 else t // 2
-    tiling = list(lfa.tiling)
-    tiling[g] = new
-    return Lfa(lfa.order, lfa.flc, tuple(tiling), lfa.dram_cuts)
+    return with_tiling(lfa, g, t * 2 if t == 1 or rng.random() < 0.5 else t // 2)
 
 
 def add_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
@@ -59,11 +89,7 @@ def add_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
     free = [p for p in range(1, len(lfa.order)) if p not in cuts]
     if not free:
         return None
-    cut = rng.choice(free)
-    g = bisect.bisect_left(lfa.flc, cut)  # the FLG that contains the new cut
-    flc = tuple(sorted((*lfa.flc, cut)))
-    tiling = (*lfa.tiling[:g + 1], lfa.tiling[g], *lfa.tiling[g + 1:])
-    return Lfa(lfa.order, flc, tiling, lfa.dram_cuts)
+    return with_flc(lfa, rng.choice(free))
 
 
 def delete_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
@@ -77,10 +103,7 @@ def delete_flc(lfa: Lfa, rng: random.Random) -> Lfa | None:
     left = bounds[g][1] - bounds[g][0]
     right = bounds[g + 1][1] - bounds[g + 1][0]
     inherited = lfa.tiling[g] if rng.random() < left / (left + right) else lfa.tiling[g + 1]
-    cut = lfa.flc[g]
-    flc = lfa.flc[:g] + lfa.flc[g + 1:]
-    tiling = (*lfa.tiling[:g], inherited, *lfa.tiling[g + 2:])
-    return Lfa(lfa.order, flc, tiling, tuple(c for c in lfa.dram_cuts if c != cut))
+    return without_flc(lfa, g, inherited)
 
 
 def add_dram_cut(lfa: Lfa, rng: random.Random) -> Lfa | None:

@@ -1,5 +1,5 @@
 """Every LFA one stage-1 operator away from a given one (lfa_moves enumerated instead of
-drawn), for the local descent (local_descent).
+drawn, built by its helpers), for the local descent (local_descent).
 
 The neighbourhood, in the order it is listed: each FLG's tiling number doubled or
 halved; each FLC deleted (the merged FLG inheriting either side's tiling number, a DRAM
@@ -10,11 +10,11 @@ each other valid place in the computing order. Cheap moves that often pay come f
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator
 
 import networkx as nx
 
+from mipsched.heuristics.lfa_moves import moved, valid_places, with_flc, with_tiling, without_flc
 from mipsched.schedule.notation import Lfa
 
 
@@ -23,30 +23,22 @@ def tiling_neighbours(lfa: Lfa) -> Iterator[Lfa]:
     for g, t in enumerate(lfa.tiling):
         for new in (t * 2, t // 2):
             if new >= 1:
-                yield Lfa(lfa.order, lfa.flc, (*lfa.tiling[:g], new, *lfa.tiling[g + 1:]),
-                          lfa.dram_cuts)
+                yield with_tiling(lfa, g, new)
 
 
 def cut_neighbours(lfa: Lfa) -> Iterator[Lfa]:
     """Each FLC deleted (either tiling number inherited), each uncut position cut, each
     FLC made a DRAM cut, each DRAM cut deleted."""
-    for g, cut in enumerate(lfa.flc):
-        flc = lfa.flc[:g] + lfa.flc[g + 1:]
-        dram_cuts = tuple(c for c in lfa.dram_cuts if c != cut)
+    for g in range(len(lfa.flc)):
         for inherited in dict.fromkeys((lfa.tiling[g], lfa.tiling[g + 1])):
-            yield Lfa(lfa.order, flc, (*lfa.tiling[:g], inherited, *lfa.tiling[g + 2:]),
-                      dram_cuts)
+            yield without_flc(lfa, g, inherited)
     cuts = set(lfa.flc)
     for position in range(1, len(lfa.order)):
         if position not in cuts:
-            g = bisect.bisect_left(lfa.flc, position)  # the FLG the new cut splits
-            yield Lfa(lfa.order, tuple(sorted((*lfa.flc, position))),
-                      (*lfa.tiling[:g + 1], lfa.tiling[g], *lfa.tiling[g + 1:]),
-                      lfa.dram_cuts)
+            yield with_flc(lfa, position)
     dram = set(lfa.dram_cuts)
     for cut in lfa.flc:
-        changed = dram ^ {cut}
-        yield Lfa(lfa.order, lfa.flc, lfa.tiling, tuple(sorted(changed)))
+        yield Lfa(lfa.order, lfa.flc, lfa.tiling, tuple(sorted(dram ^ {cut})))
 
 
 def order_neighbours(lfa: Lfa, graph: nx.DiGraph) -> Iterator[Lfa]:
@@ -54,13 +46,9 @@ def order_neighbours(lfa: Lfa, graph: nx.DiGraph) -> Iterator[Lfa]:
     consumers (cut positions stay where they are)."""
     for k, name in enumerate(lfa.order):
         rest = lfa.order[:k] + lfa.order[k + 1:]
-        index = {n: i for i, n in enumerate(rest)}
-        lo = max((index[p] + 1 for p in graph.predecessors(name)), default=0)
-        hi = min((index[s] for s in graph.successors(name)), default=len(rest))
-        for place in range(lo, hi + 1):
+        for place in valid_places(rest, name, graph):
             if place != k:
-                yield Lfa((*rest[:place], name, *rest[place:]), lfa.flc, lfa.tiling,
-                          lfa.dram_cuts)
+                yield moved(lfa, rest, name, place)
 
 
 def neighbours(lfa: Lfa, graph: nx.DiGraph) -> list[Lfa]:
