@@ -110,7 +110,10 @@ def schedule(tmp_path_factory) -> dict:
     ("dlsa.tensors", "<del>", "dlsa.tensors: missing key"),
     ("results", [1], "results: expected an object"),
     ("lfa.tiling.0", 1.7, "lfa.tiling[0]: expected an integer"),
-    ("lfa.tiling.0", 1_000_000_007, "tiling number 1000000007 does not divide the work"),
+    ("lfa.tiling.0", 1_000_003, "tiling number 1000003 does not divide the work"),
+    ("lfa.tiling.0", 1_000_000_007, "tiling number 1,000,000,007 x 1 layer), more than the "
+                                    "cap of 1,048,576 per tile program"),
+    ("network.batch", 10**9, "layer 'conv1': 3,136,000,000,000 output positions"),
     ("lfa.order", "conv1", "lfa.order: expected a list"),
     ("hardware", [1], "hardware: expected a mapping"),
     ("hardware.gbuf.read_pj_per_byte", float("inf"), "expected a finite number"),

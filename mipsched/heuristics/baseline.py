@@ -1,7 +1,7 @@
 """Starting schedules, default (double-buffered) DLSA:
 - the unfused baseline: every layer its own FLG and LG, each layer's tiling number
   doubled from 1 until the schedule fits the buffer (or a lower limit, for SoMa's buffer
-  allocator);
+  allocator), within MAX_TILES tiles;
 - the single-FLG start: the whole computing order one FLG (so one LG), at the
   power-of-two tiling number that scores best and fits."""
 
@@ -22,7 +22,7 @@ from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
 from mipsched.schedule.tile_program import TensorKind
-from mipsched.schedule.tiling import choose_grid
+from mipsched.schedule.tiling import MAX_TILES, choose_grid
 from mipsched.schedule.validity import overflow_message
 
 
@@ -56,6 +56,8 @@ def unfused_baseline(lowerer: Lowerer, options: SearchOptions | None = None,
         for name in sorted(live, key=live.__getitem__, reverse=True):
             k = index[name]
             finer = tiling[k] * 2
+            if sum(tiling) + tiling[k] > MAX_TILES:  # the program would pass the cap
+                continue
             try:
                 choose_grid(wl, (name,), finer)
             except ScheduleError:

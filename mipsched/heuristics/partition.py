@@ -26,6 +26,7 @@ from mipsched.evaluate import Evaluation
 from mipsched.heuristics.tiling_rule import finer_tiling, group_tiling
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
+from mipsched.schedule.tiling import MAX_TILES
 from mipsched.workload.graph import Workload
 
 Cuts = tuple[int, ...]
@@ -168,7 +169,10 @@ class Partitioner:
                 targets = [bad]
             else:
                 ev = self._evaluate(cuts)
-                assert ev is not None  # every group plans, so the partition lowers
+                if ev is None:  # every group plans, so the program has too many tiles
+                    raise InfeasibleError(
+                        f"the partition needs {self.n_tiles(cuts):,} tiles, more than the "
+                        f"cap of {MAX_TILES:,} per tile program")
                 if ev.overflow is None:
                     break
                 g = self._group_of_tile(cuts, max(ev.overflow.tile, 0))

@@ -43,7 +43,14 @@ from mipsched.schedule.tile_program import (
     TileProgram,
     WorkloadTotals,
 )
-from mipsched.schedule.tiling import FlgTiles, LayerTiles, TileGrid, TilingMemo, tile_flg
+from mipsched.schedule.tiling import (
+    MAX_TILES,
+    FlgTiles,
+    LayerTiles,
+    TileGrid,
+    TilingMemo,
+    tile_flg,
+)
 from mipsched.schedule.validity import check_lfa
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Region
@@ -73,10 +80,14 @@ class Lowerer:
     def plan(self, layers: tuple[str, ...], tiling: int, remember: bool = True) -> FlgPlan:
         """The FLG's plan, memoised unless `remember` is False (a caller that summarises
         thousands of FLGs once each, with up to thousands of tiles each, would otherwise
-        hold gigabytes of tile regions)."""
+        hold gigabytes of tile regions). ScheduleError when the FLG has more than
+        MAX_TILES tiles or its tiling number does not divide its work."""
         key = (layers, tiling)
         plan = self._plans.get(key)
         if plan is None:
+            if tiling * len(layers) > MAX_TILES:
+                raise ScheduleError(_too_many_tiles(tiling * len(layers), layers, tiling,
+                                                    False))
             plan = self._make_plan(layers, tiling, remember)
             if remember:
                 self._plans[key] = plan
@@ -148,10 +159,13 @@ class Lowerer:
         """The segments of `lfa` placed one after another (`remember` as in `plan`);
         the FLGs before the first one that can differ from `previous` (a placement of an
         LFA it was derived from) are taken from it. Raises ScheduleError when a tiling
-        number does not divide its FLG's work. (Stage 1 of the SA places thousands of
+        number does not divide its FLG's work or the LFA has more than MAX_TILES tiles
+        (tiling number x layers, summed over its FLGs). (Stage 1 of the SA places thousands of
         LFAs: per-layer work runs in C, in itertools and map; Python loops run per FLG.)"""
         starts = (0, *lfa.flc)
         stops = (*lfa.flc, len(lfa.order))
+        if sum(lfa.tiling) * len(lfa.order) > MAX_TILES:  # a quick bound on the tiles
+            _check_tiles(lfa, starts, stops)
         g0 = 0
         if previous is not None:
             g0 = bisect.bisect_right(stops, unchanged_before(previous.lfa, lfa))
@@ -265,6 +279,27 @@ class Lowerer:
 
 
 _NO_ENERGY = EnergyParts(0.0, 0.0, 0.0, 0.0)
+
+
+def _check_tiles(lfa: Lfa, starts: tuple[int, ...], stops: tuple[int, ...]) -> None:
+    """Raises ScheduleError when `lfa` (its FLGs from `starts` to `stops`) has more than
+    MAX_TILES tiles: tiling number x layers, summed over its FLGs."""
+    tiles = sum(map(operator.mul, lfa.tiling, map(operator.sub, stops, starts)))
+    if tiles > MAX_TILES:
+        a, b, t = max(zip(starts, stops, lfa.tiling, strict=False),
+                      key=lambda flg: flg[2] * (flg[1] - flg[0]))
+        raise ScheduleError(_too_many_tiles(tiles, lfa.order[a:b], t, True))
+
+
+def _too_many_tiles(tiles: int, layers: tuple[str, ...], tiling: int, lfa: bool) -> str:
+    """The message of an LFA (`lfa`) or FLG of `tiles` tiles past MAX_TILES, naming the
+    FLG (of an LFA, its largest) of `layers` at `tiling`."""
+    n = len(layers)
+    flg = (f"FLG [{layers[0]} .. {layers[-1]}]: tiling number {tiling:,} x {n} "
+           f"layer{'s' * (n != 1)}")
+    what = (f"the LFA has {tiles:,} tiles (tiling number x layers, summed over its FLGs; "
+            f"the largest, {flg})" if lfa else f"{flg} = {tiles:,} tiles")
+    return f"{what}, more than the cap of {MAX_TILES:,} per tile program"
 
 
 def _parts(cost: TileCost) -> EnergyParts:

@@ -19,6 +19,17 @@ from mipsched.workload import ops
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Region
 
+MAX_TILES = 1 << 20
+"""Most tiles of one tile program: 1,048,576, counted as the tiling number times the
+layers of each FLG, summed over the FLGs of an LFA (Lowerer.place; one FLG alone in
+Lowerer.plan; a tiling number alone in choose_grid). Lowering takes about 2.3 KB and
+20 us per tile (resblock at batch 64: 81,920 tiles, 184 MB, 1.7 s), so a program at the cap
+takes about 2.5 GB and 20 s before it is evaluated; an LFA past it is invalid (a
+ScheduleError, which the searches skip). The largest programs the searches build on the
+SoMa Fig. 6 cases are Cocco's at batch 16 (145,824 tiles, Inception-ResNet-v1), 7x below;
+Cocco's unfused partitions of the zoo at batch 64 have at most 459,840 (the same network
+on cloud)."""
+
 
 @dataclass(frozen=True)
 class TileGrid:
@@ -72,13 +83,17 @@ def _parts_hit(size: int, parts: int, lo: int, hi: int) -> range:
 
 def choose_grid(workload: Workload, layers: tuple[str, ...], tiling: int) -> TileGrid:
     """Batch parts = gcd(T, batch); the rest split over H x W as square as possible, with
-    no part larger than the smallest output plane of the FLG (every tile non-empty)."""
+    no part larger than the smallest output plane of the FLG (every tile non-empty).
+    ScheduleError when no such split exists or T exceeds MAX_TILES."""
+    if tiling > MAX_TILES:
+        raise ScheduleError(f"tiling number {tiling:,} of FLG [{layers[0]} .. {layers[-1]}] "
+                            f"exceeds the cap of {MAX_TILES:,} tiles per tile program")
     batch_parts = math.gcd(tiling, workload.batch)
     rest = tiling // batch_parts
     h_min = min(workload.layers[n].out.h for n in layers)
     w_min = min(workload.layers[n].out.w for n in layers)
     best: tuple[float, int, int] | None = None
-    for hp in range(1, rest + 1 if rest <= h_min * w_min else 1):
+    for hp in range(1, min(rest, h_min) + 1 if rest <= h_min * w_min else 1):
         if rest % hp:
             continue
         wp = rest // hp

@@ -20,6 +20,92 @@ class WorkloadError(InputError):
     """A workload that is not a well-formed DAG (names the offending layer or tensor)."""
 
 
+class WorkTooLargeError(WorkloadError):
+    """A layer or network input that describes more work than mipsched schedules (the
+    message names it, the figure and the cap; `tensor` is its name)."""
+
+    def __init__(self, message: str, tensor: str) -> None:
+        super().__init__(message)
+        self.tensor = tensor
+
+
+# --- caps on the work a network may describe (docs/workload-yaml.md, "Limits") -------------
+# Without them a valid file with absurd shapes loads and then exhausts memory or time: the
+# needed-positions masks of the bounds take one boolean per position (per element, for
+# network inputs and transposes), their window propagation one numpy pass per kernel tap,
+# and the searches tile a layer finer until its tiles fit the buffer. Each cap lies well
+# above the zoo at batch 64 (docs/workload-yaml.md lists the peaks).
+
+MAX_POSITIONS = 1 << 24
+"""Most output positions (batch x H x W) of one layer, or positions of one network input:
+16,777,216. Every tile computes at least one position and the searches split a layer
+finer until its tiles fit the buffer, so the tiles a layer may need grow with its
+positions: at this cap, a layer cut into the 4 x 4-position tiles of Cocco's rule makes
+schedule.tiling.MAX_TILES = 2^20 tiles. The bounds' (H, W) masks stay within 16 MiB per
+layer. The zoo at batch 64 peaks at 3,211,264 (VGG's 224 x 224 convs), 5.2x below; a
+3840 x 2160 frame fits at batch 2."""
+
+MAX_SAMPLE_ELEMENTS = 1 << 28
+"""Most elements (C x H x W) of one sample of a layer's output or a network input:
+268,435,456. The bounds hold a boolean per element of a sample for network inputs and
+transposes (256 MiB at the cap). The zoo peaks at 26,214,400 (GPT-2 XL prefill's attention
+scores), 10x below."""
+
+MAX_WINDOW_TAPS = 1 << 16
+"""Most taps (kernel height x width) of a window op (conv, depthwise_conv, max_pool,
+avg_pool): 65,536, a 256 x 256 window. The bounds propagate needed positions through a
+window one numpy pass per tap (about 6 us each however few positions: 0.4 s at the cap).
+The zoo peaks at 81 (FSRCNN's 9 x 9); a global pool written as a window of a 224 x 224
+map fits."""
+
+MAX_WINDOW_READS = 1 << 28
+"""Most input positions a window op reads per sample, output H x W x taps: 268,435,456.
+Each read costs the bounds' propagation 10 to 30 ns (up to about 8 s per layer at the
+cap). The zoo peaks at 614,656 (ResNet's 7 x 7 conv1 over 112 x 112); a 5 x 5 conv over a
+3840 x 2160 frame fits."""
+
+_WINDOW_OPS = frozenset({Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL})
+
+
+def check_work(batch: int, tensor: str, shape: Shape, layer: Layer | None = None) -> None:
+    """Raises WorkTooLargeError when `tensor` (the output of `layer`, or a network input
+    when `layer` is None) of per-sample `shape` over `batch` samples exceeds a cap."""
+    what = f"layer '{tensor}'" if layer is not None else f"network input '{tensor}'"
+    positions = batch * shape.h * shape.w
+    if positions > MAX_POSITIONS:
+        raise WorkTooLargeError(
+            f"{what}: {_count(positions)} {'output ' * (layer is not None)}positions (batch "
+            f"{_count(batch)} x H {_count(shape.h)} x W {_count(shape.w)}) exceed the cap of "
+            f"{MAX_POSITIONS:,} per {'layer' if layer is not None else 'network input'}",
+            tensor)
+    if shape.elems > MAX_SAMPLE_ELEMENTS:
+        raise WorkTooLargeError(
+            f"{what}: {_count(shape.elems)} elements per sample (C {_count(shape.c)} x H "
+            f"{_count(shape.h)} x W {_count(shape.w)}) exceed the cap of "
+            f"{MAX_SAMPLE_ELEMENTS:,} per tensor", tensor)
+    if layer is None or layer.op not in _WINDOW_OPS:
+        return
+    kh, kw = layer.kernel
+    if kh * kw > MAX_WINDOW_TAPS:
+        raise WorkTooLargeError(
+            f"{what}: a {_count(kh)} x {_count(kw)} window has {_count(kh * kw)} taps, more "
+            f"than the cap of {MAX_WINDOW_TAPS:,}", tensor)
+    reads = shape.h * shape.w * kh * kw
+    if reads > MAX_WINDOW_READS:
+        raise WorkTooLargeError(
+            f"{what}: its window reads {_count(reads)} input positions per sample (H "
+            f"{_count(shape.h)} x W {_count(shape.w)} x {_count(kh * kw)} taps), more than "
+            f"the cap of {MAX_WINDOW_READS:,}", tensor)
+
+
+def _count(n: int) -> str:
+    """`n` with thousands separators (or a note, past Python's limit on digits)."""
+    try:
+        return f"{n:,}"
+    except ValueError:
+        return "<an integer too long to print>"
+
+
 @dataclass
 class Workload:
     """A network for one batch size.
@@ -78,6 +164,10 @@ class Workload:
                     and n not in self.outputs]
         if dangling:
             raise WorkloadError(f"layer '{dangling[0]}' has no consumer and is not an output")
+        for layer in self.layers.values():
+            check_work(self.batch, layer.name, layer.out, layer)
+        for name, shape in self.inputs.items():
+            check_work(self.batch, name, shape)
 
     # --- shapes -------------------------------------------------------------------------
     def shape_of(self, tensor: str) -> Shape:

@@ -17,7 +17,7 @@ import yaml
 
 from mipsched.errors import InputError, show
 from mipsched.workload import ops
-from mipsched.workload.graph import Workload, WorkloadError
+from mipsched.workload.graph import Workload, WorkloadError, WorkTooLargeError
 from mipsched.workload.layer import Layer, Op, Shape
 from mipsched.yamlsrc import Dumper, Key, YamlDoc, parse_yaml
 
@@ -160,6 +160,10 @@ class _Reader:
         outputs = self.outputs(data.get("outputs"), shaped, index)
         try:
             return Workload(name, batch, inputs, shaped, outputs, elem_bytes)
+        except WorkTooLargeError as err:  # a cap on the work: at the layer's (input's) line
+            at = ("layers", index[err.tensor]) if err.tensor in index else ("inputs",
+                                                                              err.tensor)
+            raise WorkTooLargeError(f"{self.doc.where(at)}: {err}", err.tensor) from None
         except WorkloadError as err:
             raise WorkloadError(f"{self.doc.source}: {err}") from None
 

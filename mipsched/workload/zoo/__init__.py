@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mipsched.workload.graph import Workload, WorkloadError
+from mipsched.workload.graph import Workload, WorkloadError, WorkTooLargeError
 from mipsched.workload.zoo import (
     googlenet,
     gpt2,
@@ -86,11 +86,15 @@ def describe(name: str) -> str:
 
 def get(name: str, batch: int = 1, elem_bytes: int = 1) -> Workload:
     """Builds the zoo network `name` for `batch` samples of `elem_bytes`-byte elements
-    (1 = INT8)."""
+    (1 = INT8); WorkTooLargeError, naming the network and the layer, past a cap on the
+    work (graph.MAX_POSITIONS: a batch of more than 334 for VGG)."""
     build = _entry(name).build
     if batch < 1:
         raise WorkloadError(f"batch must be >= 1, got {batch}")
-    workload = build(batch)
+    try:
+        workload = build(batch)
+    except WorkTooLargeError as err:
+        raise WorkTooLargeError(f"network '{name}': {err}", err.tensor) from None
     if elem_bytes != 1:
         workload = dataclasses.replace(workload, elem_bytes=elem_bytes)
     return workload
