@@ -2,7 +2,9 @@
 
 The content goes to a temporary file in the target's directory, is flushed to disk, and is
 renamed over the target (`os.replace`, atomic on POSIX and Windows); on any failure the
-temporary file is removed and the target is left as it was.
+temporary file is removed and the target is left as it was. The one exception is an
+append-only log (`append_line`): each line is appended and synced, and a line torn by a
+crash is closed before the next.
 """
 
 from __future__ import annotations
@@ -59,3 +61,21 @@ def write_text_atomic(path: Path, text: str) -> None:
 def write_json_atomic(path: Path, data: Any) -> None:
     """Writes `data` as indented JSON to `path` atomically."""
     write_text_atomic(path, json.dumps(data, indent=1))
+
+
+def append_line(path: Path, line: str) -> None:
+    """Appends `line` and a newline to `path` (created if missing) and syncs it to disk:
+    the one append-only writer (a sweep's journal). A last line left without its
+    newline by a crash is closed first, so the new line stays whole."""
+    path = Path(path)
+    torn = path.exists() and path.stat().st_size > 0 and _last_byte(path) != b"\n"
+    with open(path, "a") as f:
+        f.write(("\n" if torn else "") + line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _last_byte(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(-1, os.SEEK_END)
+        return f.read(1)

@@ -9,20 +9,26 @@ from __future__ import annotations
 from mipsched import clock  # first: the fallback start of the run's clock (clock.py)
 
 # isort: split
-import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
 from mipsched import strict
 from mipsched.atomic import write_text_atomic
+from mipsched.cli_common import (
+    EXIT_BAD_INPUT,
+    EXIT_NO_SCHEDULE,
+    console,
+    progress,
+)
+from mipsched.cli_common import emit_json as _emit_json
+from mipsched.cli_common import run_command as _run
+from mipsched.cli_sweep import sweep_cmd
 from mipsched.core import WindowSettings
 from mipsched.errors import InputError
 from mipsched.hw import PRESETS, load_hardware
@@ -67,12 +73,6 @@ from mipsched.workload.yaml_format import dump_workload
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   pretty_exceptions_show_locals=False,
                   help="Schedule DNN workloads on an accelerator and certify the result.")
-console = Console()
-progress = Console(stderr=True)
-"""Spinners go to stderr, so that stdout stays pure JSON with --json."""
-
-EXIT_BAD_INPUT = 2
-EXIT_NO_SCHEDULE = 1
 
 _process_started: float | None = None
 """time.perf_counter() at which this process started, when it runs the console entry
@@ -114,29 +114,6 @@ def _exit(code: int) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-def _fail(message: str) -> None:
-    """One line on stderr and exit code 2."""
-    print(f"mipsched: error: {' '.join(message.split())}", file=sys.stderr)
-    raise typer.Exit(EXIT_BAD_INPUT)
-
-
-def _run(body: Callable[[], int | None]) -> None:
-    """Runs a command body, turning bad input into one stderr line and exit code 2."""
-    try:
-        code = body()
-    except InputError as err:
-        _fail(str(err))
-    except OSError as err:
-        _fail(f"{err.filename or ''}: {err.strerror or err}")
-    if code:
-        raise typer.Exit(code)
-
-
-def _emit_json(obj: Any) -> None:
-    """`obj` as the only JSON on stdout."""
-    sys.stdout.write(json.dumps(obj, indent=1) + "\n")
 
 
 def _show_figures(figures: dict[str, Any], title: str, as_json: bool) -> None:
@@ -462,6 +439,9 @@ def zoo_cmd(
             console.print(zoo_table(rows, batch))
 
     _run(body)
+
+
+app.command("sweep")(sweep_cmd)
 
 
 @app.command("hw")

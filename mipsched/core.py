@@ -173,6 +173,10 @@ class SearchOptions:
     search until the time limit (or the method's own end)."""
     trail: Trail | None = field(default=None, compare=False)
     """Where searches record their best-so-far history (None: not recorded)."""
+    start: Candidate | None = field(default=None, compare=False)
+    """A schedule of the same network on the same hardware to start from (a sweep's warm
+    start): auto refines the better of it and its annealing's best; every method's
+    result is at least as good by the objective (`solve_network`)."""
 
     def reached(self, latency_cycles: int) -> bool:
         """Whether a schedule of this latency meets `target_latency`."""

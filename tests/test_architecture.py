@@ -23,7 +23,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("heuristics",),
     ("solve",),
     ("report",),
-    ("cli",),
+    ("sweep",),
+    ("cli", "cli_common", "cli_sweep"),
 )
 
 MAX_MODULE_LINES = 500

@@ -48,9 +48,16 @@ def tensor_name(t: DramTensor) -> str:
 
 def save_schedule(path: Path, workload: Workload, hw: Hardware, lfa: Lfa, dlsa: Dlsa,
                   tensors: list[DramTensor], method: str, results: dict[str, Any]) -> None:
-    """Writes schedule.json to `path` (whole or not at all): the network, the
-    hardware, the LFA, the DLSA with its tensors' names, `method` and its `results`."""
-    write_json_atomic(path, {
+    """Writes schedule.json to `path` (whole or not at all): see schedule_json."""
+    write_json_atomic(path, schedule_json(workload, hw, lfa, dlsa, tensors, method, results))
+
+
+def schedule_json(workload: Workload, hw: Hardware, lfa: Lfa, dlsa: Dlsa,
+                  tensors: list[DramTensor], method: str, results: dict[str, Any]
+                  ) -> dict[str, Any]:
+    """The content of schedule.json: the network, the hardware, the LFA, the DLSA with
+    its tensors' names, `method` and its `results`."""
+    return {
         "format": FORMAT,
         "version": VERSION,
         "network": {"name": workload.name, "source": _source(workload),
@@ -61,7 +68,7 @@ def save_schedule(path: Path, workload: Workload, hw: Hardware, lfa: Lfa, dlsa: 
         "lfa": lfa.to_json(),
         "dlsa": {**dlsa.to_json(), "tensors": [tensor_name(t) for t in tensors]},
         "results": results,
-    })
+    }
 
 
 def _source(workload: Workload) -> str:

@@ -182,7 +182,9 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
     models: list[ModelRecord] = []
     cost = options.objective.cost
     until = None if deadline is None else time.perf_counter() + _left(deadline, PREFETCH_SHARE)
-    start = _prefetch_step(lowerer, sa.best, options, until, options.seed) or sa.best
+    first_start = sa.best if options.start is None else min(
+        (sa.best, options.start), key=lambda c: cost(c.evaluation))
+    start = _prefetch_step(lowerer, first_start, options, until, options.seed) or first_start
     start = _descent_step(lowerer, start, options, deadline)
     lfa_limit = (MODEL_SECONDS if deadline is None or options.time_limit is None
                  else LFA_SHARE * options.time_limit)

@@ -3,7 +3,9 @@ replay its schedule in the simulator, and bound it (SolveOutcome)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,7 @@ from mipsched.core import (
     stop_on_ctrl_c,
 )
 from mipsched.errors import InputError
+from mipsched.evaluate import Evaluation
 from mipsched.formulations.bounds import LatencyBound
 from mipsched.formulations.feasibility import explain_infeasibility
 from mipsched.heuristics.partition import RESULT_SECONDS_PER_TILE
@@ -89,13 +92,17 @@ def kept_back(result: MethodResult) -> float:
 def solve_network(workload: Workload, hw: Hardware, method: str = "baseline", seed: int = 0,
                   time_limit: float | None = None, objective: str = "edp",
                   workers: int | None = None, windows: WindowSettings | None = None,
-                  gap: float | None = None, started: float | None = None) -> SolveOutcome:
+                  gap: float | None = None, started: float | None = None,
+                  warm_start: Candidate | None = None) -> SolveOutcome:
     """Runs `method` on the workload; never returns a schedule that overflows. Ctrl-C
     ends the search with its best so far. The run ends by `started`
     (time.perf_counter(); default: now) + `time_limit` seconds (default
     DEFAULT_TIME_LIMIT), its search by that less the reserve for the replay and the
     caller's files (reserve_seconds). `gap`: stop once the certified latency gap to the
-    network bound is at most this (default: DEFAULT_GAPS without a `time_limit`, else 0)."""
+    network bound is at most this (default: DEFAULT_GAPS without a `time_limit`, else 0).
+    `warm_start`: a schedule of this network on `hw` (solve.warm.transferred) that the
+    search starts from where it can and that the result never falls behind by the
+    objective."""
     _check_choices(method, objective, gap)
     started = time.perf_counter() if started is None else started
     limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
@@ -113,14 +120,27 @@ def solve_network(workload: Workload, hw: Hardware, method: str = "baseline", se
                             reason=reason, **common)
     options = SearchOptions(seed, seconds_left(deadline), OBJECTIVES[objective], workers,
                             windows=windows or WindowSettings(), target_latency=target,
-                            trail=trail)
+                            trail=trail, start=warm_start)
     try:
         with stop_on_ctrl_c(options.stop):
             result = METHODS[method].run(Lowerer(workload, hw), options)
     except InfeasibleError as err:
-        return SolveOutcome(method, "infeasible", None, bound,
-                            time.perf_counter() - started, reason=str(err), **common)
+        if warm_start is None:
+            return SolveOutcome(method, "infeasible", None, bound,
+                                time.perf_counter() - started, reason=str(err), **common)
+        result = MethodResult(warm_start)
+    result = _not_behind(result, warm_start, OBJECTIVES[objective].cost)
     return _judge(method, objective, result, options, bound, deadline, started, common)
+
+
+def _not_behind(result: MethodResult, warm_start: Candidate | None,
+                cost: Callable[[Evaluation], float]) -> MethodResult:
+    """`result`, or the warm start as its best (stage 'warm_start') when that is better by
+    the objective `cost`."""
+    if warm_start is None or cost(result.best.evaluation) <= cost(warm_start.evaluation):
+        return result
+    return dataclasses.replace(result, best=warm_start,
+                               stages={**result.stages, "warm_start": warm_start})
 
 
 def _check_choices(method: str, objective: str, gap: float | None) -> None:

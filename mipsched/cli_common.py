@@ -1,0 +1,46 @@
+"""What every `mipsched` command shares: the consoles, the exit codes, and running a
+command body so that bad input is one line on stderr with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from mipsched.errors import InputError
+
+console = Console()
+progress = Console(stderr=True)
+"""Spinners and progress bars go to stderr, so that stdout stays pure JSON with --json."""
+
+EXIT_BAD_INPUT = 2
+EXIT_NO_SCHEDULE = 1
+
+
+def fail(message: str) -> None:
+    """One line on stderr and exit code 2."""
+    print(f"mipsched: error: {' '.join(message.split())}", file=sys.stderr)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def run_command(body: Callable[[], int | None]) -> None:
+    """Runs a command body, turning bad input into one stderr line and exit code 2."""
+    try:
+        code = body()
+    except InputError as err:
+        fail(str(err))
+    except OSError as err:
+        fail(f"{err.filename or ''}: {err.strerror or err}")
+    if code:
+        raise typer.Exit(code)
+
+
+def emit_json(obj: Any) -> None:
+    """`obj` as the only JSON on stdout."""
+    sys.stdout.write(json.dumps(obj, indent=1) + "\n")
+
+
