@@ -42,5 +42,3 @@ def run_command(body: Callable[[], int | None]) -> None:
 def emit_json(obj: Any) -> None:
     """`obj` as the only JSON on stdout."""
     sys.stdout.write(json.dumps(obj, indent=1) + "\n")
-
-

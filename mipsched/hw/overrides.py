@@ -76,6 +76,11 @@ def with_overrides(hw: Hardware, overrides: dict[str, Any], name: str | None = N
     return strict.build(Hardware, data)
 
 
+def value_at(hw: Hardware, key: str) -> Any:
+    """The number at dotted `key` of `hw` (e.g. gbuf.capacity_bytes)."""
+    return _get(strict.to_dict(hw), key)
+
+
 def _get(data: dict[str, Any], key: str) -> Any:
     for part in key.split(".")[:-1]:
         data = data[part]

@@ -210,19 +210,19 @@ def program_certificate(outcome: ProgramOutcome, program: TileProgram) -> dict[s
     }
 
 
-def _safe(name: str) -> str:
+def safe_name(name: str) -> str:
     """A single, harmless path component made of `name`."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "run"
 
 
 def network_out_dir(workload: Workload, hw: Hardware, batch: int) -> Path:
     """Where `solve NET` writes without --out: out/NET-HW-bBATCH."""
-    return Path("out") / _safe(f"{workload.name}-{hw.name}-b{batch}")
+    return Path("out") / safe_name(f"{workload.name}-{hw.name}-b{batch}")
 
 
 def program_out_dir(file: Path) -> Path:
     """Where `solve INSTANCE.json` writes without --out: out/INSTANCE."""
-    return Path("out") / _safe(file.stem)
+    return Path("out") / safe_name(file.stem)
 
 
 def write_network_run(out_dir: Path, outcome: SolveOutcome, workload: Workload,

@@ -12,6 +12,7 @@ step}` (arithmetic), both ends included when the steps reach them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ from mipsched.core import OBJECTIVES
 from mipsched.errors import InputError
 from mipsched.hw.load import load_hardware
 from mipsched.hw.model import Hardware
-from mipsched.hw.overrides import numeric_keys, with_overrides
+from mipsched.hw.overrides import numeric_keys, value_at, with_overrides
 from mipsched.solve import METHODS
 from mipsched.workload.graph import Workload
 from mipsched.yamlsrc import Key, YamlDoc, parse_yaml
@@ -31,7 +32,8 @@ MAX_POINTS = 100_000
 MAX_RANGE_VALUES = 1_000
 KEYS = ("networks", "batches", "hardware", "axes", "method", "methods", "objective",
         "seed", "seeds", "time_limit", "workers", "memory_gib")
-NetworkLoader = Any  # (spec, batch) -> Workload; resolve_network with the sweep's options
+NetworkLoader = Callable[[str, int], Workload]
+"""(network spec, batch) -> the workload (resolve_network with the sweep's options)."""
 
 
 class GridError(InputError):
@@ -130,7 +132,7 @@ def _axes(reader: _Reader, hw: Hardware) -> tuple[tuple[str, tuple[int | float, 
             raise GridError(f"{reader.doc.where(('axes', key))}: axes: '{key}' is not a "
                             f"number of the hardware description (one of: "
                             f"{', '.join(known)})")
-        kind = type(_get(hw, key))
+        kind = type(value_at(hw, key))
         values = reader.numbers(("axes", key), kind, lo=None)
         for k, value in enumerate(values):
             try:
@@ -139,13 +141,6 @@ def _axes(reader: _Reader, hw: Hardware) -> tuple[tuple[str, tuple[int | float, 
                 raise GridError(f"{reader.doc.where(('axes', key, k))}: axes.{err}") from None
         out.append((key, tuple(values)))
     return tuple(out)
-
-
-def _get(hw: Hardware, key: str) -> Any:
-    obj: Any = hw
-    for part in key.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _file_or_name(spec: str, base: Path) -> str:

@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from mipsched.hw.model import Hardware
 from mipsched.hw.overrides import with_overrides
+from mipsched.report.results import safe_name
 from mipsched.sweep.grid import MAX_POINTS, Grid, GridError
 from mipsched.workload.graph import Workload
 
@@ -61,11 +62,6 @@ class Point:
                 "time_limit": self.time_limit, **dict(self.params)}
 
 
-def safe_name(name: str) -> str:
-    """A harmless folder-name component made of `name`."""
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "net"
-
-
 @dataclass(frozen=True)
 class PointPlan:
     """Every point of a grid in grid order, its hardware and its warm-start sources."""
@@ -75,6 +71,11 @@ class PointPlan:
     """Point key -> the hardware it runs on."""
     predecessors: dict[str, tuple[str, ...]]
     """Point key -> keys of the points whose schedules warm-start it."""
+
+    @cached_property
+    def by_key(self) -> dict[str, Point]:
+        """Point key -> the point."""
+        return {p.key: p for p in self.points}
 
 
 def plan_points(grid: Grid, workloads: dict[tuple[str, int], Workload],

@@ -22,10 +22,11 @@ RESULT_COLUMNS = ("latency_cycles", "energy_pj", "edp", "lower_bound_cycles", "g
                   "status", "reason")
 
 
-def columns(rows: list[dict[str, Any]], axis_keys: tuple[str, ...] = ()) -> list[str]:
-    """The tables' columns: parameters, axes, the main figures, then the rest sorted."""
+def columns(rows: list[dict[str, Any]]) -> list[str]:
+    """The tables' columns: parameters, axes (the dotted hardware keys), the main
+    figures, then the rest sorted."""
     seen = {k for row in rows for k in row}
-    axes = [k for k in axis_keys if k in seen] or sorted(k for k in seen if "." in k)
+    axes = sorted(k for k in seen if "." in k)
     first = [k for k in (*LEADING, *axes, *RESULT_COLUMNS) if k in seen]
     return first + sorted(seen - set(first))
 

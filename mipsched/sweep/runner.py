@@ -23,7 +23,7 @@ from typing import Any
 from mipsched.atomic import write_json_atomic, write_text_atomic
 from mipsched.hw.load import load_hardware
 from mipsched.sweep.executors import Executor
-from mipsched.sweep.grid import Grid, network_workloads
+from mipsched.sweep.grid import Grid, NetworkLoader, network_workloads
 from mipsched.sweep.journal import append_journal, read_journal
 from mipsched.sweep.points import Point, PointPlan, plan_points
 from mipsched.sweep.results import write_results
@@ -66,7 +66,7 @@ class SweepSetup:
     plan: PointPlan
 
 
-def plan_sweep(grid: Grid, load: Callable[[str, int], Workload]) -> SweepSetup:
+def plan_sweep(grid: Grid, load: NetworkLoader) -> SweepSetup:
     """Builds every network of the grid (`load(spec, batch)`) and plans its points."""
     workloads = network_workloads(grid, load)
     return SweepSetup(grid, workloads, plan_points(grid, workloads,
@@ -123,17 +123,13 @@ def _task(setup: SweepSetup, point: Point, out: Path) -> PointTask:
     """The task of `point`, with its predecessors' schedules as warm starts."""
     warm = []
     for key in setup.plan.predecessors[point.key]:
-        path = _point_dir(out, _point(setup.plan, key)) / "schedule.json"
+        path = _point_dir(out, setup.plan.by_key[key]) / "schedule.json"
         if path.exists():
             warm.append(json.loads(path.read_text()))
     memory = setup.grid.memory_gib
     return PointTask(point, setup.workloads[point.network, point.batch],
                      setup.plan.hardware[point.key], tuple(warm),
                      None if memory is None else int(memory * 2**30))
-
-
-def _point(plan: PointPlan, key: str) -> Point:
-    return next(p for p in plan.points if p.key == key)
 
 
 def _point_dir(out: Path, point: Point) -> Path:

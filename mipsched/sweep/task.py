@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import resource
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mipsched.core import OBJECTIVES, Candidate
@@ -20,9 +20,6 @@ from mipsched.solve import solve_network
 from mipsched.solve.warm import transferred
 from mipsched.sweep.points import Point
 from mipsched.workload.graph import Workload
-
-#: Statuses of a point that produced no schedule because of the point itself.
-FAILED = ("input_error", "crashed", "out_of_memory")
 
 
 @dataclass(frozen=True)
@@ -44,7 +41,7 @@ class PointResult:
 
     row: dict[str, Any]
     schedule: dict[str, Any] | None = None
-    certificate: dict[str, Any] | None = field(default=None)
+    certificate: dict[str, Any] | None = None
 
 
 def run_task(task: PointTask) -> PointResult:
