@@ -11,7 +11,6 @@ from mipsched import clock  # first: the fallback start of the run's clock (cloc
 # isort: split
 import os
 import sys
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
@@ -24,10 +23,13 @@ from mipsched.cli_common import (
     EXIT_BAD_INPUT,
     EXIT_NO_SCHEDULE,
     console,
+    mark_process_start,
     progress,
+    run_started,
 )
 from mipsched.cli_common import emit_json as _emit_json
 from mipsched.cli_common import run_command as _run
+from mipsched.cli_explore import explore_cmd
 from mipsched.cli_sweep import sweep_cmd
 from mipsched.core import WindowSettings
 from mipsched.errors import InputError
@@ -74,24 +76,12 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   pretty_exceptions_show_locals=False,
                   help="Schedule DNN workloads on an accelerator and certify the result.")
 
-_process_started: float | None = None
-"""time.perf_counter() at which this process started, when it runs the console entry
-point: `--time-limit` then counts from there (start-up and imports included)."""
-
-
-def _run_started() -> float:
-    """time.perf_counter() from which a command's --time-limit counts: the process start
-    for the console entry point, else (the app called in-process, e.g. by a test) now."""
-    return time.perf_counter() if _process_started is None else _process_started
-
-
 def main(argv: list[str] | None = None) -> None:
     """Console entry point: like `app`, but a usage error (unknown option, bad number)
     is one line on stderr with exit code 2, like every other bad input. Run as the
     process's command (argv None), --time-limit counts from the process start."""
-    global _process_started
     if argv is None:
-        _process_started = clock.process_start()
+        mark_process_start(clock.process_start())
     args = sys.argv[1:] if argv is None else list(argv)
     try:
         code = app(args=args or ["--help"], standalone_mode=False)
@@ -203,7 +193,7 @@ def solve_cmd(net: Net, hw: Hw = "edge", batch: Batch = 1,
                              f"at most {limit:g} s (Ctrl-C: stop with the best so far)",
                              spinner="dots"):
             outcome = solve_network(workload, hardware, chosen, seed, time_limit, objective,
-                                    workers, windows, gap, _run_started())
+                                    workers, windows, gap, run_started())
         out_dir = out or network_out_dir(workload, hardware, batch)
         result = write_network_run(out_dir, outcome, workload, hardware)
         if as_json:
@@ -227,7 +217,7 @@ def _solve_program_file(file: Path, method: str, seed: int, time_limit: float | 
     program = load_program(file)
     with progress.status(f"solving the DLSA of {file.name} with {method}", spinner="dots"):
         outcome = solve_program(program, method, seed, time_limit, workers, windows, gap,
-                                _run_started())
+                                run_started())
     out_dir = out or program_out_dir(file)
     result = write_program_run(out_dir, outcome, program)
     if as_json:
@@ -407,7 +397,7 @@ def bound_cmd(
         workload = resolve_network(net, batch, elem_bytes)
         hardware = load_hardware(hw)
         with progress.status(f"bounding {workload.name} on {hardware.name}", spinner="dots"):
-            report = bound_report(workload, hardware, time_limit, workers, _run_started())
+            report = bound_report(workload, hardware, time_limit, workers, run_started())
         if as_json:
             _emit_json(bound_report_json(report, workload, hardware))
         else:
@@ -442,6 +432,7 @@ def zoo_cmd(
 
 
 app.command("sweep")(sweep_cmd)
+app.command("explore")(explore_cmd)
 
 
 @app.command("hw")

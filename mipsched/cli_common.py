@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,22 @@ progress = Console(stderr=True)
 
 EXIT_BAD_INPUT = 2
 EXIT_NO_SCHEDULE = 1
+
+_process_started: float | None = None
+"""time.perf_counter() at which this process started, when it runs the console entry
+point: `--time-limit` then counts from there (start-up and imports included)."""
+
+
+def mark_process_start(at: float) -> None:
+    """Records the process start (time.perf_counter() seconds) for run_started."""
+    global _process_started
+    _process_started = at
+
+
+def run_started() -> float:
+    """time.perf_counter() from which a command's --time-limit counts: the process start
+    for the console entry point, else (the app called in-process, e.g. by a test) now."""
+    return time.perf_counter() if _process_started is None else _process_started
 
 
 def fail(message: str) -> None:

@@ -1,5 +1,6 @@
-"""`mipsched sweep`: run a grid of points (`sweep GRID.yaml -o DIR`) and summarise one
-(`sweep status DIR`), with a progress bar on stderr."""
+"""`mipsched sweep`: run a grid of points (`sweep GRID.yaml -o DIR`), summarise one
+(`sweep status DIR`) and draw it (`sweep plot DIR [-o OUT]`), with a progress bar on
+stderr."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from mipsched.errors import InputError
 from mipsched.sweep.executors import LocalExecutor, RayExecutor, default_jobs
 from mipsched.sweep.grid import parse_grid, read_grid
 from mipsched.sweep.journal import read_journal
+from mipsched.sweep.plots import write_plots
 from mipsched.sweep.results import summarise
 from mipsched.sweep.runner import SweepProgress, plan_sweep, run_sweep
 from mipsched.workload.resolve import resolve_network
@@ -28,12 +30,14 @@ LOCK = "sweep.lock"
 
 def sweep_cmd(
     target: Annotated[str, typer.Argument(
-        help="The grid YAML file to run, or `status` followed by a sweep directory.",
-        metavar="GRID|status")],
+        help="The grid YAML file to run, or `status` / `plot` followed by a sweep "
+             "directory.", metavar="GRID|status|plot")],
     directory: Annotated[Path | None, typer.Argument(
-        help="With `status`: the sweep directory.", show_default=False)] = None,
+        help="With `status` or `plot`: the sweep directory.", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
-        "--out", "-o", help="Sweep directory (created; an existing one is resumed).")] = None,
+        "--out", "-o", help="Sweep directory (created; an existing one is resumed); with "
+                            "`plot`: the folder for the figures (default DIR/plots).")]
+    = None,
     jobs: Annotated[int | None, typer.Option(
         min=1, help="Points at once (local executor). Default: cores / workers per point.")]
     = None,
@@ -45,14 +49,20 @@ def sweep_cmd(
     resume: Annotated[bool, typer.Option(
         help="Skip the points already in DIR's journal (--no-resume: refuse an existing "
              "sweep directory).")] = True,
+    fmt: Annotated[str, typer.Option(
+        "--format", help="With `plot`: png or svg.")] = "png",
 ) -> None:
     """Run every point of a sweep grid (networks x batches x hardware axes x methods x
-    seeds), resumably; or `status DIR` to summarise a sweep."""
+    seeds), resumably; `status DIR` to summarise a sweep; `plot DIR` to draw its
+    latency heatmaps and Pareto fronts."""
     def body() -> int:
-        if target == "status":
+        if target in ("status", "plot"):
             if directory is None:
-                raise InputError("sweep status: give the sweep directory")
-            _status(directory)
+                raise InputError(f"sweep {target}: give the sweep directory")
+            if target == "status":
+                _status(directory)
+            else:
+                _plot(directory, out, fmt)
             return 0
         if out is None:
             raise InputError("sweep: give the output directory with -o DIR")
@@ -121,6 +131,15 @@ def _status(directory: Path) -> None:
         table.add_row(network, str(batch), f"{latency:,}",
                       "—" if gap is None else f"{gap:.2%}", where)
     console.print(table)
+
+
+def _plot(directory: Path, out: Path | None, fmt: str) -> None:
+    """Draws the sweep in `directory` and prints the files written."""
+    written = write_plots(directory, out, fmt)
+    for note in written.notes:
+        progress.print(f"note: {note}")
+    for path in written.files:
+        console.print(str(path), highlight=False, soft_wrap=True)
 
 
 def _alive(lock: Path) -> bool:

@@ -23,8 +23,9 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("heuristics",),
     ("solve",),
     ("report",),
+    ("explore",),
     ("sweep",),
-    ("cli", "cli_common", "cli_sweep"),
+    ("cli", "cli_common", "cli_sweep", "cli_explore"),
 )
 
 MAX_MODULE_LINES = 500

@@ -11,6 +11,7 @@ from mipsched.solve.network import (
     DEFAULT_GAPS,
     DEFAULT_TIME_LIMIT,
     SolveOutcome,
+    replay_checked,
     simulator_rejection,
     solve_network,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "SolveOutcome",
     "bound_report",
     "compare_methods",
+    "replay_checked",
     "simulator_rejection",
     "solve_network",
     "solve_program",

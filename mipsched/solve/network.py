@@ -28,7 +28,7 @@ from mipsched.formulations.feasibility import explain_infeasibility
 from mipsched.heuristics.partition import RESULT_SECONDS_PER_TILE
 from mipsched.hw.model import Hardware
 from mipsched.schedule.lowering import Lowerer
-from mipsched.sim import SimulationError, simulate
+from mipsched.sim import SimResult, SimulationError, simulate
 from mipsched.solve.bounds import (
     RUN_BOUND_SHARE,
     WEIGHT_ORDER_SECONDS,
@@ -182,15 +182,22 @@ def simulator_rejection(candidate: Candidate) -> str | None:
     """The simulator's verdict on a method's schedule: why it refuses it, or None when it
     replays it to the same latency (cycles), energy (pJ) and peak buffer (bytes) as the
     evaluator."""
+    return replay_checked(candidate)[1]
+
+
+def replay_checked(candidate: Candidate) -> tuple[SimResult | None, str | None]:
+    """The simulator's replay of a method's schedule and its verdict (see
+    simulator_rejection); the replay is None when the simulator refuses the schedule."""
     try:
         sim = simulate(candidate.program, candidate.dlsa)
     except SimulationError as err:
-        return str(err)
+        return None, str(err)
     ev = candidate.evaluation
     if (sim.latency_cycles, sim.peak_buffer_bytes) != (ev.latency_cycles,
                                                         ev.peak_buffer_bytes):
-        return (f"simulated {sim.latency_cycles} cycles / {sim.peak_buffer_bytes} B peak, "
-                f"but the evaluator says {ev.latency_cycles} / {ev.peak_buffer_bytes}")
+        return sim, (f"simulated {sim.latency_cycles} cycles / {sim.peak_buffer_bytes} B "
+                     f"peak, but the evaluator says {ev.latency_cycles} / "
+                     f"{ev.peak_buffer_bytes}")
     if abs(sim.energy_pj - ev.energy_pj) > 1e-9 * abs(ev.energy_pj):
-        return f"simulated energy {sim.energy_pj} pJ, evaluator {ev.energy_pj} pJ"
-    return None
+        return sim, f"simulated energy {sim.energy_pj} pJ, evaluator {ev.energy_pj} pJ"
+    return sim, None

@@ -65,11 +65,14 @@ def run_task(task: PointTask) -> PointResult:
                       f"({where.filename.rsplit('/', 1)[-1]}:{where.lineno})")
     result = outcome_json(outcome, task.workload)
     kept = warm is not None and outcome.candidate is warm
-    row = {**p.columns(), "hardware": task.hw.name, **result, "warm_start_kept": kept}
+    certificate = certificate_json(outcome, task.workload, task.hw)
+    row = {**p.columns(), "hardware": task.hw.name, **result,
+           "lower_bound_energy_pj": certificate["lower_bound"]["energy_pj"],
+           "warm_start_kept": kept}
     c = outcome.candidate
     schedule = None if c is None else schedule_json(
         task.workload, task.hw, c.lfa, c.dlsa, c.program.tensors, outcome.method, result)
-    return PointResult(row, schedule, certificate_json(outcome, task.workload, task.hw))
+    return PointResult(row, schedule, certificate)
 
 
 def best_warm_start(task: PointTask) -> Candidate | None:
@@ -89,4 +92,5 @@ def failed(point: Point, hw: Hardware, status: str, reason: str) -> PointResult:
     """The row of a point that produced no schedule."""
     return PointResult({**point.columns(), "hardware": hw.name, "status": status,
                         "reason": reason, "latency_cycles": None, "energy_pj": None,
-                        "edp": None, "lower_bound_cycles": None, "gap": None})
+                        "edp": None, "lower_bound_cycles": None,
+                        "lower_bound_energy_pj": None, "gap": None})
