@@ -15,7 +15,15 @@ Latency (cycles):
   per vector layer, sum of ceil(ops/rate) >= its ops / rate. A tile also takes at least
   its GBUF reads / the GBUF read bandwidth, and every tile reads all of its layer's
   weights (channels are never tiled): a layer with weights takes at least weight bytes /
-  read bandwidth (GPT-2 decode's ffn2: 9,216 cycles, 32 x its MAC time). A layer of one
+  read bandwidth (GPT-2 decode's ffn2: 9,216 cycles, 32 x its MAC time). Both floors hold
+  per tile, and a tile is a dense box (b samples x h rows x w columns): when a layer must
+  compute only some positions (a stride-2 1x1 conv reads every other row and column),
+  a box holds at most b x m(h, w) of them, m(h, w) = the most needed positions in any
+  h x w window, at a cost of at least max(cycles per position x b h w, weight bytes /
+  read bandwidth); so every needed position costs at least the least of that ratio over
+  all boxes (b = batch is best: the weight floor is shared by more samples), and the
+  layer at least its needed positions x that rate (`least_rate_per_needed`: ResNet-50's
+  last bottleneck of a stage at batch 16, 1.5 x the per-position rate). A layer of one
   output position at batch 1 always runs as one tile of all of it, whose cycles the cost
   model gives exactly (a tile's cost depends on its layer and extents only); that
   replaces its term when larger (GPT-2 decode's ffn2: 9,228). Summed over layers.
@@ -43,6 +51,8 @@ import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
+import numpy as np
+
 from mipsched.core import Bound
 from mipsched.cost.core_array import (
     NoMappingError,
@@ -51,7 +61,7 @@ from mipsched.cost.core_array import (
     position_cycles_bound,
 )
 from mipsched.cost.tile import tile_cost
-from mipsched.formulations.needed import needed, read_needs
+from mipsched.formulations.needed import needed, needed_masks, read_needs
 from mipsched.hw.model import Hardware
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.workload.graph import Workload
@@ -96,29 +106,64 @@ def compute_bound(workload: Workload, hw: Hardware) -> Bound:
     return Bound("compute", math.ceil(cycles),
                  "sum over layers of (least PE-array cycles per output position over the "
                  "six unrollings x the positions every schedule computes: those its "
-                 "consumers read to compute theirs, back from the outputs; at least its "
-                 "weight bytes / GBUF read bandwidth), plus vector ops of those positions "
-                 "/ vector rate")
+                 "consumers read to compute theirs, back from the outputs; every tile a dense "
+                 "box taking at least its weight bytes / GBUF read bandwidth, so a layer "
+                 "with sparse needed positions pays the least cost per needed position of "
+                 "any box), plus vector ops of those positions / vector rate")
 
 
 def layer_compute_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction]:
     """Per layer, the cycles its unit needs for the positions every schedule computes
     (exact fractions; their sum is the compute bound)."""
-    positions = needed(workload).positions
+    masks = needed_masks(workload)
     cycles = {}
     for name, layer in workload.layers.items():
-        count = workload.batch * positions[name]
+        count = workload.batch * int(masks[name].sum())
         total = workload.batch * layer.out.h * layer.out.w
         if layer.op in MAC_OPS:
-            cycles[name] = max(count * _cycles_per_position(workload, hw, layer),
-                               Fraction(workload.weight_bytes(name),
-                                        hw.gbuf.read_bytes_per_cycle))
+            floor = Fraction(workload.weight_bytes(name), hw.gbuf.read_bytes_per_cycle)
+            rate = least_rate_per_needed(masks[name], _cycles_per_position(workload, hw, layer),
+                                         floor, workload.batch)
+            cycles[name] = max(count * rate, floor)
         else:
             cycles[name] = Fraction(workload.vector_ops(name) * count,
                                     total * hw.vector_unit.ops_per_cycle)
         if total == 1:
             cycles[name] = max(cycles[name], _whole_tile_cycles(workload, hw, name))
     return cycles
+
+
+def least_rate_per_needed(mask: np.ndarray, per_position: Fraction, floor: Fraction,
+                          batch: int) -> Fraction:
+    """Least cycles per needed (sample, position) that any tile of a layer can reach (see
+    the module docstring): over every box of `batch` samples x h rows x w columns,
+    max(per_position x batch x h x w, floor) / (batch x m(h, w)), where m(h, w) is the
+    most True cells of `mask` in any h x w window; `per_position` when the mask is
+    full or the layer has no weights (floor 0: single positions are as cheap)."""
+    if floor == 0 or mask.all() or not mask.any():
+        return per_position
+    best: Fraction | None = None
+    for h, w, most in _window_maxima(mask):
+        rate = max(per_position * batch * h * w, floor) / (batch * most)
+        best = rate if best is None or rate < best else best
+    assert best is not None  # a 1 x 1 window holds a needed position
+    return best
+
+
+def _window_maxima(mask: np.ndarray) -> list[tuple[int, int, int]]:
+    """(h, w, most True cells of `mask` in any h x w window) for every window size that
+    holds at least one, from the mask's summed-area table."""
+    rows, cols = mask.shape
+    table = np.zeros((rows + 1, cols + 1), dtype=np.int64)
+    table[1:, 1:] = mask.astype(np.int64).cumsum(0).cumsum(1)
+    out = []
+    for h in range(1, rows + 1):
+        for w in range(1, cols + 1):
+            sums = table[h:, w:] - table[:-h, w:] - table[h:, :-w] + table[:-h, :-w]
+            most = int(sums.max())
+            if most:
+                out.append((h, w, most))
+    return out
 
 
 def _whole_tile_cycles(workload: Workload, hw: Hardware, name: str) -> int:

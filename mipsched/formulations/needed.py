@@ -61,6 +61,12 @@ def needed(workload: Workload, whole: frozenset[str] | None = None) -> Needed:
                   {t: int(m.sum()) for t, m in elements.items()})
 
 
+def needed_masks(workload: Workload) -> dict[str, np.ndarray]:
+    """Per layer, the (H, W) mask (every sample alike) of the output positions every
+    schedule computes: back-propagated from the network outputs, as in `needed`."""
+    return _back_propagate(workload, _whole(workload, workload.outputs))
+
+
 def read_needs(workload: Workload) -> dict[InputRead, np.ndarray]:
     """Per read of a network input, the (C, H, W) mask of the elements that read must
     load in every schedule."""
