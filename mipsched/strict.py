@@ -35,7 +35,7 @@ class ConfigError(InputError):
     `keys` is the path of the offending key below the mapping given to `build` (for a
     missing key: the path of that key), so a caller can point at its line."""
 
-    def __init__(self, message: str, keys: tuple[str, ...] = ()) -> None:
+    def __init__(self, message: str, keys: tuple[str | int, ...] = ()) -> None:
         super().__init__(message)
         self.keys = keys
 
@@ -59,7 +59,7 @@ def to_dict(obj: Any) -> Any:
     return dataclasses.asdict(obj)
 
 
-def _build(cls: type[T], data: Any, path: str, keys: tuple[str, ...]) -> T:
+def _build(cls: type[T], data: Any, path: str, keys: tuple[str | int, ...]) -> T:
     where = path or cls.__name__
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: expected a mapping, got {show(data)}", keys)
@@ -87,7 +87,7 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _coerce(tp: Any, value: Any, path: str, keys: tuple[str, ...], unit: str | None) -> Any:
+def _coerce(tp: Any, value: Any, path: str, keys: tuple[str | int, ...], unit: str | None) -> Any:
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, path, keys)
     origin = typing.get_origin(tp)
@@ -104,6 +104,12 @@ def _coerce(tp: Any, value: Any, path: str, keys: tuple[str, ...], unit: str | N
             except ConfigError as err:
                 errors.append(err)
         raise errors[0] if errors else ConfigError(f"{path}: invalid value", keys)
+    if origin is tuple and typing.get_args(tp)[1:] == (Ellipsis,):
+        if not isinstance(value, list):
+            raise ConfigError(f"{path}: expected a list, got {show(value)}", keys)
+        item = typing.get_args(tp)[0]
+        return tuple(_coerce(item, v, f"{path}[{i}]", (*keys, i), unit)
+                     for i, v in enumerate(value))
     if tp is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{path}: expected true/false, got {show(value)}", keys)
@@ -146,7 +152,7 @@ def _plain(number: float, kind: str) -> str:
     return str(round(number)) if kind == "an integer" or number.is_integer() else repr(number)
 
 
-def _check_bounds(f: dataclasses.Field, value: Any, path: str, keys: tuple[str, ...]) -> None:
+def _check_bounds(f: dataclasses.Field, value: Any, path: str, keys: tuple[str | int, ...]) -> None:
     if value is None:
         return
     unit = f" {f.metadata['unit']}" if "unit" in f.metadata else ""

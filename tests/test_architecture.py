@@ -21,6 +21,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("core",),
     ("formulations",),
     ("heuristics",),
+    ("tiled",),
     ("solve",),
     ("report",),
     ("explore",),

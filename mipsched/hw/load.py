@@ -6,6 +6,7 @@ gbuf.capacity_bytes: must be > 0 bytes, got 0``)."""
 from __future__ import annotations
 
 from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 
 from mipsched import strict
@@ -22,12 +23,19 @@ PRESETS: tuple[str, ...] = tuple(
 def hardware_text(name_or_path: str) -> tuple[str, str]:
     """The YAML text of a preset (`edge`, `cloud`) or of a hardware file, and the name of
     its source for messages; ConfigError if it is neither."""
-    if name_or_path in PRESETS:
-        return (PRESET_DIR / f"{name_or_path}.yaml").read_text(), f"preset '{name_or_path}'"
+    return hardware_source(name_or_path, PRESET_DIR, PRESETS)
+
+
+def hardware_source(name_or_path: str, preset_dir: Traversable, presets: tuple[str, ...]
+                    ) -> tuple[str, str]:
+    """The YAML text of one of `presets` (files NAME.yaml in `preset_dir`) or of a file,
+    and the name of its source for messages; ConfigError if it is neither."""
+    if name_or_path in presets:
+        return (preset_dir / f"{name_or_path}.yaml").read_text(), f"preset '{name_or_path}'"
     path = Path(name_or_path)
     if not path.is_file():
         raise strict.ConfigError(
-            f"unknown hardware '{name_or_path}': not a preset ({', '.join(PRESETS)}) "
+            f"unknown hardware '{name_or_path}': not a preset ({', '.join(presets)}) "
             "and not a file"
         )
     try:

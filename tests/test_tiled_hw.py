@@ -1,0 +1,90 @@
+"""Tiled hardware descriptions (SET's machines): presets, validation with one-line errors
+naming file, line and key, and the per-tile view for the core-array cost model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mipsched.errors import InputError
+from mipsched.hw.tiled import TILED_PRESETS, load_tiled_hardware
+
+TINY = """\
+name: tiny-2x2
+mesh: {cols: 2, rows: 2}
+tile:
+  gbuf: {capacity_bytes: 1048576, read_bytes_per_cycle: 64, read_pj_per_byte: 1.0,
+         write_pj_per_byte: 1.8}
+  core_array:
+    pe_rows: 4
+    pe_cols: 4
+    vector: 8
+    lanes: 8
+    mac_pj: 0.018
+    al0: {capacity_bytes: 8192, read_pj_per_byte: 0.1, write_pj_per_byte: 0.1}
+    wl0: {capacity_bytes: 4096, read_pj_per_byte: 0.1, write_pj_per_byte: 0.1}
+    ol0: {capacity_bytes: 2048, read_pj_per_byte: 0.1, write_pj_per_byte: 0.1}
+    ol1: {capacity_bytes: 28672, read_pj_per_byte: 0.1, write_pj_per_byte: 0.1}
+  vector_unit: {ops_per_cycle: 64, pj_per_op: 0.0873}
+noc: {link_bytes_per_cycle: 24, hop_pj_per_byte: 5.6}
+dram:
+  bytes_per_cycle: 4
+  energy_pj_per_byte: 60.0
+  ports:
+    - {x: 0, y: 0}
+    - {x: 1, y: 1}
+"""
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "tiled.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_a_file_loads_and_gives_a_tile_for_the_cost_model(tmp_path) -> None:
+    hw = load_tiled_hardware(write(tmp_path, TINY))
+    assert hw.n_tiles == 4 and hw.macs_per_cycle == 4 * 1024
+    core = hw.core()
+    assert core.core_array.macs_per_cycle == 1024
+    assert core.gbuf.capacity_bytes == 1 << 20 and core.dram.bytes_per_cycle == 2
+    assert hw.noc.routing == "xy" and hw.noc.multicast
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("cols: 2", "cols: 0", "line 2: mesh.cols: must be > 0"),
+    ("    - {x: 1, y: 1}", "    - {x: 2, y: 1}", "dram.ports[1]: tile (2, 1) is outside"),
+    ("    - {x: 1, y: 1}", "    - {x: 0, y: 0}", "dram.ports[1]: tile (0, 0) has a port"),
+    ("noc: {link_bytes_per_cycle: 24, hop_pj_per_byte: 5.6}",
+     "noc: {link_bytes_per_cycle: 24, hop_pj_per_byte: 5.6, routing: yx}",
+     "noc.routing: 'yx'"),
+    ("  ports:\n    - {x: 0, y: 0}\n    - {x: 1, y: 1}\n", "  ports: []\n",
+     "at least one DRAM port"),
+    ("mesh: {cols: 2, rows: 2}", "mesh: {cols: 2, rows: 2, depth: 3}", "mesh.depth: unknown"),
+])
+def test_bad_files_name_line_and_key(tmp_path, old, new, message) -> None:
+    assert old in TINY
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")
+                       .replace("[", r"\[").replace("]", r"\]")):
+        load_tiled_hardware(write(tmp_path, TINY.replace(old, new)))
+
+
+def test_a_port_inside_the_mesh_is_refused(tmp_path) -> None:
+    text = TINY.replace("mesh: {cols: 2, rows: 2}", "mesh: {cols: 3, rows: 3}").replace(
+        "    - {x: 1, y: 1}", "    - {x: 1, y: 1}\n    - {x: 2, y: 2}")
+    with pytest.raises(InputError, match=r"dram.ports\[1\]: tile \(1, 1\) is not on the"):
+        load_tiled_hardware(write(tmp_path, text))
+
+
+def test_unknown_name(tmp_path) -> None:
+    with pytest.raises(InputError, match="not a preset"):
+        load_tiled_hardware("set-99x99")
+
+
+@pytest.mark.parametrize("name", TILED_PRESETS)
+def test_presets_load(name: str) -> None:
+    hw = load_tiled_hardware(name)
+    assert hw.name == name
+    assert hw.tile.core_array.macs_per_cycle == 1024
+    assert hw.tile.gbuf.capacity_bytes == 1 << 20
