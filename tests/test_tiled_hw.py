@@ -88,3 +88,23 @@ def test_presets_load(name: str) -> None:
     assert hw.name == name
     assert hw.tile.core_array.macs_per_cycle == 1024
     assert hw.tile.gbuf.capacity_bytes == 1 << 20
+
+
+@pytest.mark.parametrize(("layer", "extent", "cycles", "energy_pj"), [
+    ("conv_2_0_a", (1, 56, 28), 6272, 1_556_840.96 + 297_935.872 + 115_605.504),
+    ("conv_2_0_b", (1, 28, 56), 56448, 13_486_756.45),
+    ("conv_3_0_a", (8, 28, 2), 14336, None)])
+def test_a_set_tile_costs_what_the_reference_computes(layer, extent, cycles,
+                                                     energy_pj) -> None:
+    """One core's tile of ResNet-50 (batch 8) on set-4x4, by mipsched's core-array model:
+    the reference's cycles and energy (docs/set-model.md §3.8, verified against its run)."""
+    from mipsched.cost.tile import tile_cost
+    from mipsched.workload.layer import Region
+    from mipsched.workload.resolve import resolve_network
+    wl = resolve_network("resnet50", 8, 1)
+    b, h, w = extent
+    cost = tile_cost(load_tiled_hardware("set-4x4").core(), wl.layers[layer],
+                     wl.in_shapes(layer), Region(0, b, 0, h, 0, w), 1)
+    assert cost.cycles == cycles
+    if energy_pj is not None:
+        assert cost.energy_pj == pytest.approx(energy_pj, rel=1e-9)
