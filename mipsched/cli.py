@@ -35,6 +35,13 @@ from mipsched.core import WindowSettings
 from mipsched.errors import InputError
 from mipsched.hw import PRESETS, load_hardware
 from mipsched.hw.load import hardware_text
+from mipsched.hw.tiled import (
+    TILED_PRESETS,
+    TiledHardware,
+    load_any_hardware,
+    load_tiled_hardware,
+    tiled_text,
+)
 from mipsched.report.compare import compare_table, write_compare
 from mipsched.report.replay import (
     evaluation_result,
@@ -55,6 +62,7 @@ from mipsched.report.tables import (
     figures_table,
     presets_table,
     stalls_table,
+    tiled_presets_table,
     zoo_table,
 )
 from mipsched.sim import simulate
@@ -446,18 +454,22 @@ def hw_cmd(
 
     def body() -> None:
         if show is not None:
-            hardware = load_hardware(show)
+            hardware = load_any_hardware(show)
             if as_json:
                 _emit_json({**strict.to_dict(hardware),
                             "peak_ops_per_cycle": hardware.peak_ops_per_cycle})
+            elif isinstance(hardware, TiledHardware):
+                sys.stdout.write(tiled_text(show))
             else:
                 sys.stdout.write(hardware_text(show)[0])
             return
         presets = [load_hardware(name) for name in PRESETS]
+        tiled = [load_tiled_hardware(name) for name in TILED_PRESETS]
         if as_json:
             _emit_json([{**strict.to_dict(h), "peak_ops_per_cycle": h.peak_ops_per_cycle}
-                        for h in presets])
+                        for h in [*presets, *tiled]])
         else:
             console.print(presets_table(presets))
+            console.print(tiled_presets_table(tiled))
 
     _run(body)

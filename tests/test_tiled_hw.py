@@ -108,3 +108,20 @@ def test_a_set_tile_costs_what_the_reference_computes(layer, extent, cycles,
     assert cost.cycles == cycles
     if energy_pj is not None:
         assert cost.energy_pj == pytest.approx(energy_pj, rel=1e-9)
+
+
+def test_hw_command_lists_shows_and_validates_tiled_machines(tmp_path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from mipsched.cli import app
+    runner = CliRunner()
+    listed = {h["name"]: h for h in json.loads(runner.invoke(app, ["hw", "--json"]).stdout)}
+    assert listed["set-12x12"]["peak_ops_per_cycle"] == 2 * 144 * 1024
+    assert "edge" in listed
+    shown = runner.invoke(app, ["hw", "--show", "set-4x4"])
+    assert shown.exit_code == 0 and "name: set-4x4" in shown.stdout
+    bad = runner.invoke(app, ["hw", "--show", write(tmp_path, TINY.replace("cols: 2", "cols: 0"))])
+    assert bad.exit_code == 2
+    assert "line 2: mesh.cols: must be > 0" in bad.output and "Traceback" not in bad.output

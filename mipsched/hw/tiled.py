@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 
 from mipsched import strict
-from mipsched.hw.load import hardware_source
+from mipsched.hw.load import PRESETS, hardware_source, load_hardware
 from mipsched.hw.model import (
     MAX_INT,
     CoreArray,
@@ -163,3 +163,22 @@ def load_tiled_hardware(name_or_path: str) -> TiledHardware:
     except strict.ConfigError as err:
         raise strict.ConfigError(f"{doc.where(err.keys)}: {err}", err.keys) from None
     return hw
+
+
+def load_any_hardware(name_or_path: str) -> Hardware | TiledHardware:
+    """A single-core or a tiled preset or file: a file describes a tiled machine when its
+    top level has a `mesh` key."""
+    if name_or_path in TILED_PRESETS:
+        return load_tiled_hardware(name_or_path)
+    if name_or_path in PRESETS:
+        return load_hardware(name_or_path)
+    text, source = hardware_source(name_or_path, TILED_PRESET_DIR, TILED_PRESETS)
+    data = parse_yaml(text, source).data
+    if isinstance(data, dict) and "mesh" in data:
+        return load_tiled_hardware(name_or_path)
+    return load_hardware(name_or_path)
+
+
+def tiled_text(name_or_path: str) -> str:
+    """The YAML text of a tiled preset or file."""
+    return hardware_source(name_or_path, TILED_PRESET_DIR, TILED_PRESETS)[0]

@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from mipsched.hw.model import Hardware
+from mipsched.hw.tiled import TiledHardware
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.sim import SimResult
 from mipsched.solve import BoundReport
@@ -89,6 +90,23 @@ def zoo_table(rows: list[dict[str, Any]], batch: int) -> Table:
     for r in rows:
         table.add_row(r["name"], str(r["layers"]), f"{r['total_macs'] / 1e9:.3f}",
                       f"{r['weight_bytes'] / 1e6:.2f}", r["source"])
+    return table
+
+
+def tiled_presets_table(presets: list[TiledHardware]) -> Table:
+    """`mipsched hw`: each tiled preset's mesh, MACs per tile, TOPS, buffer per tile
+    (MiB), NoC link and DRAM bytes per cycle and DRAM ports."""
+    table = Table(title="tiled multi-core presets (SET)")
+    for col in ("preset", "mesh", "MACs/tile", "TOPS", "buffer/tile (MiB)",
+                "NoC link (B/cycle)", "DRAM (B/cycle)", "DRAM ports"):
+        table.add_column(col, justify="left" if col == "preset" else "right")
+    for h in presets:
+        table.add_row(h.name, f"{h.mesh.cols} x {h.mesh.rows}",
+                      f"{h.tile.core_array.macs_per_cycle:,}",
+                      f"{h.peak_ops_per_cycle * h.frequency_hz / 1e12:.0f}",
+                      f"{h.tile.gbuf.capacity_bytes / 2**20:g}",
+                      str(h.noc.link_bytes_per_cycle), str(h.dram.bytes_per_cycle),
+                      str(len(h.dram.ports)))
     return table
 
 
