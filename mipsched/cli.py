@@ -31,6 +31,7 @@ from mipsched.cli_common import emit_json as _emit_json
 from mipsched.cli_common import run_command as _run
 from mipsched.cli_explore import explore_cmd
 from mipsched.cli_sweep import sweep_cmd
+from mipsched.cli_tiled import solve_tiled
 from mipsched.core import WindowSettings
 from mipsched.errors import InputError
 from mipsched.hw import PRESETS, load_hardware
@@ -129,7 +130,8 @@ FILE_HELP = ("schedule.json, or a tile-program / DLSA instance JSON (its `refere
 SOLUTION_HELP = "For an instance: which stored DLSA to replay (reference, default)."
 
 # The options several commands share.
-Hw = Annotated[str, typer.Option("--hw", help="Hardware preset name or YAML file.")]
+Hw = Annotated[str, typer.Option("--hw", help="Hardware preset name or YAML file "
+                                  "(single-core, or tiled: set-4x4, set-12x12).")]
 Batch = Annotated[int, typer.Option("--batch", min=1, help="Batch size.")]
 ElemBytes = Annotated[int, typer.Option("--elem-bytes", min=1,
                                         help="Bytes per element (1 = INT8).")]
@@ -148,7 +150,10 @@ Net = Annotated[str, typer.Argument(
          "or a tile-program / DLSA-instance JSON (only its DLSA is solved).")]
 Method = Annotated[str | None, typer.Option(
     "--method", help="Scheduling method [default: auto for a network, cpsat for a tile "
-    "program]: " + "; ".join(f"{k} = {m.description}" for k, m in METHODS.items()))]
+    "program, set for a tiled machine]: " + "; ".join(
+        f"{k} = {m.description}" for k, m in METHODS.items())
+    + "; on a tiled machine (--hw set-4x4, set-12x12): set = SET's annealing over RA "
+    "trees, ls / lp = the same restricted to layer-sequential / layer-pipelined trees")]
 Objective = Annotated[str, typer.Option(
     "--objective", help="What to minimise: edp (energy x delay), latency or energy.")]
 Seed = Annotated[int, typer.Option("--seed",
@@ -195,7 +200,11 @@ def solve_cmd(net: Net, hw: Hw = "edge", batch: Batch = 1,
         chosen = method or "auto"
         workload = resolve_network(net, batch, elem_bytes,
                                    unknown_as_eltwise=unknown_as_eltwise)
-        hardware = load_hardware(hw)
+        machine = load_any_hardware(hw)
+        if isinstance(machine, TiledHardware):
+            return solve_tiled(workload, machine, method, seed, time_limit, objective, out,
+                               as_json, run_started())
+        hardware = machine
         limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
         with progress.status(f"solving {workload.name} on {hardware.name} with {chosen}, "
                              f"at most {limit:g} s (Ctrl-C: stop with the best so far)",

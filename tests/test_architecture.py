@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("report",),
     ("explore",),
     ("sweep",),
-    ("cli", "cli_common", "cli_sweep", "cli_explore"),
+    ("cli", "cli_common", "cli_sweep", "cli_explore", "cli_tiled"),
 )
 
 MAX_MODULE_LINES = 500
