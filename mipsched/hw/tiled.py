@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 
 from mipsched import strict
 from mipsched.hw.load import PRESETS, hardware_source, load_hardware
@@ -172,6 +173,10 @@ def load_any_hardware(name_or_path: str) -> Hardware | TiledHardware:
         return load_tiled_hardware(name_or_path)
     if name_or_path in PRESETS:
         return load_hardware(name_or_path)
+    if not Path(name_or_path).is_file():
+        raise strict.ConfigError(
+            f"unknown hardware '{name_or_path}': not a preset "
+            f"({', '.join((*PRESETS, *TILED_PRESETS))}) and not a file")
     text, source = hardware_source(name_or_path, TILED_PRESET_DIR, TILED_PRESETS)
     data = parse_yaml(text, source).data
     if isinstance(data, dict) and "mesh" in data:
