@@ -15,7 +15,7 @@ from mipsched.errors import InputError
 from mipsched.hw.tiled import TiledHardware
 from mipsched.report.results import safe_name
 from mipsched.report.tables import figures_table
-from mipsched.tiled.bound import tiled_bounds
+from mipsched.tiled.bound import TiledBounds, tiled_bounds
 from mipsched.tiled.ratree import tree_json
 from mipsched.tiled.search import SearchResult, search
 from mipsched.workload.graph import Workload
@@ -46,7 +46,8 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
                            objective=objective)
         except ValueError as err:  # a layer kind SET's model does not cover, no start
             raise InputError(f"{workload.name} on {hw.name}: {err}") from None
-    result = _result(workload, hw, chosen, found, time.perf_counter() - started)
+    bounds = tiled_bounds(workload, hw)
+    result = _result(workload, hw, chosen, found, bounds, time.perf_counter() - started)
     out_dir = out or Path("out") / safe_name(f"{workload.name}-{hw.name}-b{workload.batch}")
     out_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(out_dir / "ratree.json", {
@@ -55,7 +56,7 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
                     "digest": workload.digest()},
         "hardware": strict.to_dict(hw), "method": chosen,
         "tree": tree_json(found.tree), "results": result})
-    write_json_atomic(out_dir / "certificate.json", _certificate(workload, hw, result))
+    write_json_atomic(out_dir / "certificate.json", _certificate(workload, hw, bounds, result))
     if as_json:
         emit_json(result)
     else:
@@ -66,9 +67,9 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
 
 
 def _result(workload: Workload, hw: TiledHardware, method: str, found: SearchResult,
-            seconds: float) -> dict[str, Any]:
+            bounds: TiledBounds, seconds: float) -> dict[str, Any]:
     """The `solve --json` object of a tiled run (the same keys as a single-core run)."""
-    ev, bound = found.evaluation, tiled_bounds(workload, hw).latency
+    ev, bound = found.evaluation, bounds.latency
     return {"network": workload.name, "batch": workload.batch, "hardware": hw.name,
             "method": method, "status": "feasible",
             "latency_cycles": ev.latency, "energy_pj": ev.energy_pj, "edp": ev.edp,
@@ -80,10 +81,9 @@ def _result(workload: Workload, hw: TiledHardware, method: str, found: SearchRes
             "start_edp": found.start_evaluation.edp, "wall_seconds": seconds}
 
 
-def _certificate(workload: Workload, hw: TiledHardware,
+def _certificate(workload: Workload, hw: TiledHardware, b: TiledBounds,
                  result: dict[str, Any]) -> dict[str, Any]:
     """Every multi-core bound with its derivation, the incumbent and its gap."""
-    b = tiled_bounds(workload, hw)
     return {"format": "mipsched-certificate", "version": 1,
             "workload": {"name": workload.name, "batch": workload.batch,
                          "digest": workload.digest()},

@@ -123,4 +123,5 @@ def test_show_validates_a_file_in_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and f"line {line}: gbuf.capacity_bytes" in lines[0]
     unknown = runner.invoke(app, ["hw", "--show", "edgy"])
     assert unknown.exit_code == 2
-    assert "unknown hardware 'edgy': not a preset (cloud, edge, set-12x12, set-4x4)" in unknown.stderr
+    assert ("unknown hardware 'edgy': not a preset (cloud, edge, set-12x12, set-4x4)"
+            in unknown.stderr)

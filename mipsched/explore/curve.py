@@ -18,7 +18,7 @@ import math
 import random
 from dataclasses import dataclass
 
-from mipsched.explore.genetic import CoGaSettings, co_ga
+from mipsched.explore.genetic import CoGaSettings, ga_per_capacity
 from mipsched.explore.space import CoSpace
 
 
@@ -37,17 +37,7 @@ def curve_search(space: CoSpace, allowed: list[int], rng: random.Random,
     """The partition-only GA at each allowed capacity, smallest first, each with an equal
     share of the budget left, seeded with the unfused partition and the best partition of
     the capacity below (which still fits with more buffer)."""
-    below = None
-    ordered = sorted(allowed)
-    for k, index in enumerate(ordered):
-        if space.exhausted():
-            break
-        share = max(1, (space.max_evaluations - space.evaluations) // (len(ordered) - k))
-        seeds = [(index, space.unfused())] + ([] if below is None else [(index, below)])
-        with space.limited(share):
-            co_ga(space, [index], rng, settings, tuple(seeds))
-        if index in space.best_metric:
-            below = space.best_metric[index].cuts
+    ga_per_capacity(space, sorted(allowed), rng, settings, warm=True)
 
 
 def lower_hull(points: list[tuple[int, float]]) -> list[HullVertex]:

@@ -67,6 +67,24 @@ def co_ga(space: CoSpace, allowed: list[int], rng: random.Random,
         population = nxt
 
 
+def ga_per_capacity(space: CoSpace, ordered: list[int], rng: random.Random,
+                    settings: CoGaSettings | None = None, warm: bool = False) -> None:
+    """The partition-only GA at each capacity of `ordered` (grid indices) in turn, each
+    with an equal share of the samples left, seeded with the unfused partition and, with
+    `warm`, the best partition found at the capacity before (the two-step baseline and
+    the capacity curve)."""
+    before = None
+    for k, index in enumerate(ordered):
+        if space.exhausted():
+            break
+        share = max(1, (space.max_evaluations - space.evaluations) // (len(ordered) - k))
+        seeds = [(index, space.unfused())] + ([] if before is None else [(index, before)])
+        with space.limited(share):
+            co_ga(space, [index], rng, settings, tuple(seeds))
+        if warm and index in space.best_metric:
+            before = space.best_metric[index].cuts
+
+
 def _child(space: CoSpace, population: list[Scored], allowed: list[int], n: int,
            rng: random.Random, settings: CoGaSettings) -> Genome:
     """A child of two tournament winners (or a copy of one), perhaps mutated."""

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from mipsched.core import Candidate, InfeasibleError
 from mipsched.explore.annealing import co_sa
 from mipsched.explore.curve import HullVertex, curve_search, lower_hull
-from mipsched.explore.genetic import co_ga
+from mipsched.explore.genetic import co_ga, ga_per_capacity
 from mipsched.explore.space import (
     DEFAULT_GRID,
     CapacityGrid,
@@ -96,12 +96,7 @@ def _two_step(space: CoSpace, allowed: list[int], rng: random.Random) -> None:
     k = min(TWO_STEP_CAPACITIES, len(allowed))
     picks = sorted({allowed[round(j * (len(allowed) - 1) / max(k - 1, 1))] for j in range(k)},
                    reverse=True)
-    for j, index in enumerate(picks):
-        if space.exhausted():
-            break
-        share = max(1, (space.max_evaluations - space.evaluations) // (len(picks) - j))
-        with space.limited(share):
-            co_ga(space, [index], rng, seeds=((index, space.unfused()),))
+    ga_per_capacity(space, picks, rng)
 
 
 def _result(space: CoSpace, method: str, begin: float) -> ExploreResult:
