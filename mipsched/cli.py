@@ -31,7 +31,7 @@ from mipsched.cli_common import emit_json as _emit_json
 from mipsched.cli_common import run_command as _run
 from mipsched.cli_explore import explore_cmd
 from mipsched.cli_sweep import sweep_cmd
-from mipsched.cli_tiled import solve_tiled
+from mipsched.cli_tiled import compare_tiled_cmd, is_ratree, plot_ratree, solve_tiled
 from mipsched.core import WindowSettings
 from mipsched.errors import InputError
 from mipsched.hw import PRESETS, load_hardware
@@ -203,7 +203,7 @@ def solve_cmd(net: Net, hw: Hw = "edge", batch: Batch = 1,
         machine = load_any_hardware(hw)
         if isinstance(machine, TiledHardware):
             return solve_tiled(workload, machine, method, seed, time_limit, objective, out,
-                               as_json, run_started())
+                               as_json, run_started(), workers)
         hardware = machine
         limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
         with progress.status(f"solving {workload.name} on {hardware.name} with {chosen}, "
@@ -298,11 +298,14 @@ def plot_cmd(
                                          help="Picture to write: .png or .svg")],
     solution: Solution = None,
 ) -> None:
-    """Draw the schedule: DRAM and COMPUTE rows, stalls, buffer occupancy vs capacity."""
+    """Draw the schedule: DRAM and COMPUTE rows, stalls, buffer occupancy vs capacity; for
+    a tiled machine's ratree.json, the mesh per segment: layers on tiles, link loads."""
 
     def body() -> int:
         if output.suffix.lower() not in (".png", ".svg"):
             raise InputError(f"{output}: the picture must end in .png or .svg")
+        if is_ratree(file):  # a tiled machine's RA tree: the mesh picture
+            return plot_ratree(file, output, solution)
         from mipsched.report.plot import save_plot  # matplotlib: only when plotting
 
         r = load_replayable(file, solution)
@@ -317,9 +320,10 @@ def plot_cmd(
 @app.command("compare")
 def compare_cmd(
     nets: Annotated[list[str], typer.Argument(help="Zoo network names.")],
-    methods: Annotated[str, typer.Option(
+    methods: Annotated[str | None, typer.Option(
         "--methods", help="Comma-separated methods: " + ", ".join(METHODS)
-        + f", and {BOUND} (a row of bounds, no schedule)")] = "baseline,sa",
+        + f", and {BOUND} (a row of bounds, no schedule) [default: baseline,sa; on a tiled "
+        "machine set,ls,lp]")] = None,
     hw: Hw = "edge",
     batch: Batch = 1,
     baseline: Annotated[str | None, typer.Option(
@@ -341,9 +345,12 @@ def compare_cmd(
     """Run several methods on several networks; print and write one comparison table."""
 
     def body() -> int:
-        chosen, base = methods_and_baseline(methods, baseline)
+        hardware = load_any_hardware(hw)
+        if isinstance(hardware, TiledHardware):
+            return compare_tiled_cmd(nets, hardware, methods, batch, baseline, objective,
+                                     seed, time_limit, out, wide, as_json)
+        chosen, base = methods_and_baseline(methods or "baseline,sa", baseline)
         workloads = [resolve_network(n, batch) for n in nets]
-        hardware = load_hardware(hw)
         out.mkdir(parents=True, exist_ok=True)
         with progress.status("comparing", spinner="dots") as status:
             rows = compare_methods(workloads, chosen, hardware, base, seed, time_limit,

@@ -1,37 +1,67 @@
-"""`mipsched solve NET --hw set-4x4`: scheduling on a tiled multi-core machine with SET's
-search (method `set`, or its layer-sequential / layer-pipelined restrictions `ls`, `lp`),
-writing the RA tree (ratree.json) and the certificate of its bounds."""
+"""The commands on a tiled multi-core machine (docs/tiled.md):
+
+- `mipsched solve NET --hw set-4x4`: SET's search (method `set`, or its
+  layer-sequential / layer-pipelined restrictions `ls`, `lp`), writing the RA tree
+  (ratree.json) and the certificate of its bounds;
+- `mipsched plot DIR/ratree.json -o mesh.png|svg`: the mesh picture of the tree
+  (`mipsched.report.mesh_plot`);
+- `mipsched compare NETS --hw set-4x4 --methods set,ls,lp`: the methods side by side
+  (`mipsched.solve.tiled_compare`), compare.csv and compare.md.
+"""
 
 from __future__ import annotations
 
+import csv
+import io
+import os
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from rich import box
+from rich.table import Table
+
 from mipsched import strict
-from mipsched.atomic import write_json_atomic
+from mipsched.atomic import write_json_atomic, write_text_atomic
 from mipsched.cli_common import console, emit_json, progress
 from mipsched.errors import InputError
-from mipsched.hw.tiled import TiledHardware
+from mipsched.hw.tiled import TiledHardware, check_tiled
+from mipsched.jsonread import JsonObject
 from mipsched.report.results import safe_name
 from mipsched.report.tables import figures_table
+from mipsched.schedule.tile_program import read_json
+from mipsched.solve.tiled_compare import (
+    TILED_METHODS,
+    TiledCompareRow,
+    check_objective,
+    compare_tiled,
+    tiled_methods_and_baseline,
+)
 from mipsched.tiled.bound import TiledBounds, tiled_bounds
-from mipsched.tiled.ratree import tree_json
-from mipsched.tiled.search import SearchResult, search
+from mipsched.tiled.multistart import RUNS, search_method
+from mipsched.tiled.ratree import RaTree, check_tree, parse_tree, tree_json
+from mipsched.tiled.search import SearchResult
 from mipsched.workload.graph import Workload
+from mipsched.workload.resolve import resolve_network
+from mipsched.workload.yaml_format import read_workload, workload_dict
+from mipsched.yamlsrc import YamlDoc
 
-TILED_METHODS = ("set", "ls", "lp")
-"""set: SET's simulated annealing over RA trees; ls / lp: the same restricted to
-layer-sequential / layer-pipelined trees, as the reference code does them."""
-RESULT_RESERVE_SECONDS = 1.0
+RESULT_RESERVE_SECONDS = 2.0
 """Kept back from --time-limit for the bounds, the files and the report."""
+RATREE_FORMAT, RATREE_VERSION = "mipsched-ratree", 1
+"""ratree.json: the network (name, batch, element size, digest, and the network itself
+in the YAML workload format, as data), the hardware, the method, the tree (`tree_json`)
+and the figures."""
 
 
 def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed: int,
                 time_limit: float | None, objective: str, out: Path | None,
-                as_json: bool, started: float) -> int:
-    """Runs the multi-core search, writes ratree.json and certificate.json into `out`
-    (default out/NET-HW-bB) and prints the figures; the exit code."""
+                as_json: bool, started: float, workers: int | None = None) -> int:
+    """Runs the multi-core search (the method's seeds on `workers` processes, default
+    all cores), writes ratree.json and certificate.json into `out` (default
+    out/NET-HW-bB) and prints the figures; the exit code."""
     chosen = method or "set"
     if chosen not in TILED_METHODS:
         raise InputError(f"--method: '{chosen}' does not schedule a tiled machine "
@@ -39,23 +69,22 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
     limit = None
     if time_limit is not None:
         limit = max(0.0, time_limit - (time.perf_counter() - started) - RESULT_RESERVE_SECONDS)
-    with progress.status(f"SET search ({chosen}) of {workload.name} on {hw.name}",
-                         spinner="dots"):
+    n_seeds, rounds = RUNS[chosen]
+    with progress.status(f"SET search ({chosen}) of {workload.name} on {hw.name}: "
+                         f"{n_seeds} seeds x {rounds} rounds per layer", spinner="dots"):
         try:
-            found = search(hw, workload, chosen, seed=seed, time_limit=limit,
-                           objective=objective)
+            runs = search_method(hw, workload, chosen, seed, workers or os.cpu_count() or 1,
+                                 limit, objective)
         except ValueError as err:  # a layer kind SET's model does not cover, no start
             raise InputError(f"{workload.name} on {hw.name}: {err}") from None
+    found = runs.best
     bounds = tiled_bounds(workload, hw)
     result = _result(workload, hw, chosen, found, bounds, time.perf_counter() - started)
+    result["seed_costs"] = {str(k): v for k, v in runs.costs.items()}
     out_dir = out or Path("out") / safe_name(f"{workload.name}-{hw.name}-b{workload.batch}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out_dir / "ratree.json", {
-        "format": "mipsched-ratree", "version": 1,
-        "network": {"name": workload.name, "batch": workload.batch,
-                    "digest": workload.digest()},
-        "hardware": strict.to_dict(hw), "method": chosen,
-        "tree": tree_json(found.tree), "results": result})
+    write_json_atomic(out_dir / "ratree.json",
+                      ratree_document(workload, hw, chosen, found.tree, result))
     write_json_atomic(out_dir / "certificate.json", _certificate(workload, hw, bounds, result))
     if as_json:
         emit_json(result)
@@ -64,6 +93,19 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
                                     f"{workload.batch} — {chosen}", result))
         console.print(f"wrote {out_dir}/")
     return 0
+
+
+def ratree_document(workload: Workload, hw: TiledHardware, method: str, tree: RaTree,
+                    results: dict[str, Any]) -> dict[str, Any]:
+    """The content of ratree.json (format `RATREE_FORMAT`): the network (embedded, so
+    that the file replays without its source), the hardware, the method, the tree and
+    the figures `results`."""
+    return {"format": RATREE_FORMAT, "version": RATREE_VERSION,
+            "network": {"name": workload.name, "batch": workload.batch,
+                        "elem_bytes": workload.elem_bytes, "digest": workload.digest(),
+                        "workload": workload_dict(workload)},
+            "hardware": strict.to_dict(hw), "method": method, "tree": tree_json(tree),
+            "results": results}
 
 
 def _result(workload: Workload, hw: TiledHardware, method: str, found: SearchResult,
@@ -96,3 +138,188 @@ def _certificate(workload: Workload, hw: TiledHardware, b: TiledBounds,
                                         "derivation": x.derivation}
                                        for x in (b.compute, b.compulsory_dram, b.energy)]},
             "gap": result["gap"], "status": result["status"]}
+
+
+# --- plot: the mesh picture of a ratree.json ---------------------------------------------------
+@dataclass(frozen=True)
+class RatreeFile:
+    """A ratree.json read back: the network, the machine, the tree and its method."""
+
+    workload: Workload
+    hw: TiledHardware
+    tree: RaTree
+    method: str
+
+
+def is_ratree(file: Path) -> bool:
+    """Whether `file` (JSON; ScheduleError when it is not) claims to be a ratree.json."""
+    data = read_json(file)
+    return isinstance(data, dict) and data.get("format") == RATREE_FORMAT
+
+
+def load_ratree(file: Path) -> RatreeFile:
+    """The ratree.json `file`; InputError (one line naming the file) when it is not one,
+    its network differs from the one it was made for (digest), or its tree is not a
+    valid RA tree of that network on that machine."""
+    data = read_json(file)
+    if not (isinstance(data, dict) and data.get("format") == RATREE_FORMAT):
+        raise InputError(f"{file}: not a {RATREE_FORMAT} file (missing 'format': "
+                         f"'{RATREE_FORMAT}')")
+    try:
+        root = JsonObject(data, "")
+        if root.raw("version", None) != RATREE_VERSION:
+            raise InputError(f"unsupported version {root.raw('version', None)!r}")
+        net = root.obj("network")
+        batch, elem_bytes = net.int("batch", lo=1), net.int("elem_bytes", lo=1, default=1)
+        if net.has("workload"):
+            doc = YamlDoc(net.raw("workload"), "network.workload", {})
+            workload = read_workload(doc, batch, elem_bytes)
+        else:  # a zoo network, named
+            workload = resolve_network(net.str("name"), batch, elem_bytes)
+        if workload.digest() != net.raw("digest", None):
+            raise InputError(f"network '{workload.name}' (batch {batch}) differs from the "
+                             "one this tree was made for (digest mismatch)")
+        hw = strict.build(TiledHardware, root.raw("hardware"), "hardware")
+        check_tiled(hw)
+        tree = parse_tree(root.raw("tree"))
+        check_tree(tree, workload, hw.n_tiles)
+        return RatreeFile(workload, hw, tree, root.str("method", "unknown"))
+    except InputError as err:
+        raise InputError(f"{file}: {err}") from None
+
+
+def plot_ratree(file: Path, output: Path, solution: str | None) -> int:
+    """`mipsched plot ratree.json -o OUT`: re-evaluates the tree and writes the mesh
+    picture (PNG or SVG by suffix); the exit code."""
+    if solution is not None:
+        raise InputError(f"{file}: --solution applies to tile-program instances, not to "
+                         "a ratree.json")
+    r = load_ratree(file)
+    from mipsched.report.mesh_plot import mesh_picture, save_mesh_plot  # matplotlib
+
+    try:
+        picture = mesh_picture(r.hw, r.workload, r.tree, r.method)
+    except ValueError as err:  # rejected by the cost model, a layer kind it lacks
+        raise InputError(f"{file}: {err}") from None
+    save_mesh_plot(output, picture)
+    console.print(f"wrote {output}")
+    return 0
+
+
+# --- compare: set / ls / lp side by side ---------------------------------------------------------
+def compare_tiled_cmd(nets: list[str], hw: TiledHardware, methods: str | None,
+                      batch: int, baseline: str | None, objective: str, seed: int,
+                      time_limit: float | None, out: Path, wide: bool,
+                      as_json: bool) -> int:
+    """`mipsched compare NETS --hw TILED`: every method on every network (each at most
+    `time_limit` seconds, default 60), compare.csv and compare.md in `out`, the table or
+    the JSON list; the exit code."""
+    chosen, base = tiled_methods_and_baseline(methods, baseline)
+    check_objective(objective)
+    workloads = [resolve_network(n, batch) for n in nets]
+    out.mkdir(parents=True, exist_ok=True)
+    with progress.status("comparing", spinner="dots") as status:
+        rows = compare_tiled(workloads, chosen, hw, base, seed, time_limit, objective,
+                             progress=None if as_json else status.update)
+    write_text_atomic(out / "compare.csv", compare_csv(rows))
+    write_text_atomic(out / "compare.md", compare_markdown(rows))
+    if as_json:
+        emit_json([row_dict(r) for r in rows])
+        return 0
+    title = f"compare on {hw.name}, batch {batch}, ratios vs {base}"
+    console.print(compare_tiled_table(rows, title, wide))
+    console.print(f"wrote {out}/compare.csv and compare.md")
+    return 0
+
+
+COLUMNS = tuple(f.name for f in fields(TiledCompareRow) if f.name != "tree")
+"""The columns of compare.csv and of the JSON rows (every field but the tree)."""
+
+
+def row_dict(row: TiledCompareRow) -> dict[str, Any]:
+    """Every column of a row (cycles, pJ, pJ x cycles, bytes, seconds)."""
+    return {name: getattr(row, name) for name in COLUMNS}
+
+
+def compare_csv(rows: list[TiledCompareRow]) -> str:
+    """Every column of every row as CSV."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow(row_dict(r))
+    return out.getvalue()
+
+
+def _cell(value: Any) -> str:
+    """A markdown cell: floats to 3 significant digits, ints with separators, None as a
+    dash."""
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 1e5 else f"{value:.3e}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+MARKDOWN_COLUMNS = (("network", "network"), ("batch", "batch"), ("method", "method"),
+                    ("status", "status"), ("latency_cycles", "latency (cycles)"),
+                    ("energy_pj", "energy (pJ)"), ("edp", "EDP"),
+                    ("dram_bytes", "DRAM bytes"), ("noc_byte_hops", "NoC byte-hops"),
+                    ("n_segments", "segments"), ("runtime_s", "runtime (s)"),
+                    ("speedup", "speedup"), ("energy_ratio", "energy ratio"),
+                    ("edp_ratio", "EDP ratio"), ("lower_bound_cycles", "bound (cycles)"),
+                    ("gap", "gap to bound"), ("edp_lower_bound", "EDP bound"),
+                    ("edp_gap", "EDP gap"))
+
+
+def compare_markdown(rows: list[TiledCompareRow]) -> str:
+    """The rows as a markdown table (every column but the seed, rounds and reason)."""
+    head = "| " + " | ".join(title for _, title in MARKDOWN_COLUMNS) + " |"
+    rule = "|" + "|".join("---" for _ in MARKDOWN_COLUMNS) + "|"
+    body = ["| " + " | ".join(_cell(getattr(r, key)) for key, _ in MARKDOWN_COLUMNS) + " |"
+            for r in rows]
+    return "\n".join([head, rule, *body]) + "\n"
+
+
+def _or_dash(value: Any, text: Callable[[Any], str]) -> str:
+    return "—" if value is None else text(value)
+
+
+TERMINAL_COLUMNS: tuple[tuple[str, Callable[[TiledCompareRow], str], bool], ...] = (
+    ("network", lambda r: r.network, True),
+    ("method", lambda r: r.method, True),
+    ("status", lambda r: r.status, True),
+    ("latency", lambda r: _or_dash(r.latency_cycles, "{:,}".format), True),
+    ("energy", lambda r: _or_dash(r.energy_pj, lambda pj: f"{pj / 1e6:,.1f}"), True),
+    ("E×D", lambda r: _or_dash(r.edp, "{:.3g}".format), True),
+    ("E×D×", lambda r: _or_dash(r.edp_ratio, "{:.2f}".format), True),
+    ("gap", lambda r: _or_dash(r.gap, "{:.1%}".format), True),
+    ("segs", lambda r: _or_dash(r.n_segments, str), False),
+    ("s", lambda r: f"{r.runtime_s:.1f}", False),
+    ("speedup", lambda r: _or_dash(r.speedup, "{:.2f}×".format), False),
+    ("energy×", lambda r: _or_dash(r.energy_ratio, "{:.2f}".format), False),
+    ("bound", lambda r: _or_dash(r.lower_bound_cycles, "{:,}".format), False),
+    ("E×D gap", lambda r: _or_dash(r.edp_gap, "{:.1%}".format), False),
+)
+"""Title, cell and whether it is shown without --wide (the rest: --wide, compare.md)."""
+
+
+def compare_tiled_table(rows: list[TiledCompareRow], title: str, wide: bool) -> Table:
+    """The rows as a terminal table in the single-core compare's style: latency
+    (cycles), energy (µJ), E x D (pJ x cycles), its ratio to the baseline and the gap
+    to the latency bound; with `wide` also segments, seconds, speedup, energy ratio,
+    the bound (cycles) and the E x D gap."""
+    columns = [c for c in TERMINAL_COLUMNS if wide or c[2]]
+    more = "" if wide else "; more columns: --wide, compare.md"
+    table = Table(title=f"{title} (latency in cycles, energy in µJ, E×D in pJ × cycles"
+                        f"{more})", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+                  padding=(0, 1, 0, 0))
+    for name, _, _ in columns:
+        text = name in ("network", "method", "status")
+        table.add_column(name, justify="left" if text else "right",
+                         overflow="fold", no_wrap=not text)
+    for r in rows:
+        table.add_row(*(cell(r) for _, cell, _ in columns))
+    return table

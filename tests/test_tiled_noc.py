@@ -174,6 +174,35 @@ def test_intersection_volumes_across_batch_sizes() -> None:
         intersect_volume(box((0, 1)), box((0, 1)), 3, 2)
 
 
+_SPAN = st.tuples(st.integers(0, 6), st.integers(0, 6)).map(lambda t: (min(t), max(t)))
+
+
+def _sample_count(producer: FmapRange, consumer: FmapRange, pb: int, cb: int) -> int:
+    """Brute force of the batch rule: every (producer sample, consumer sample) pair
+    equal modulo the smaller batch, times the common c x h x w elements, per consumer
+    batch when the producer's batch is the larger."""
+    step = min(pb, cb)
+    pairs = sum(1 for p in range(*producer.b) for c in range(*consumer.b)
+                if p % step == c % step and (pb == cb and p == c or pb != cb))
+    plane = 1
+    for (a, b), (c, d) in zip((producer.c, producer.h, producer.w),
+                              (consumer.c, consumer.h, consumer.w), strict=True):
+        plane *= max(0, min(b, d) - max(a, c))
+    total = pairs * plane
+    return total // (pb // cb) if pb > cb else total
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(_SPAN, _SPAN, _SPAN, _SPAN), st.tuples(_SPAN, _SPAN, _SPAN, _SPAN),
+       st.sampled_from([(1, 1), (2, 2), (4, 4), (8, 2), (2, 8), (4, 1), (1, 4), (4, 2)]))
+def test_intersection_volume_equals_a_count_of_matching_elements(p, c, batches) -> None:
+    pb, cb = batches
+    producer = FmapRange(p[0], (p[1][0] % pb, min(p[1][1], pb)), p[2], p[3])
+    consumer = FmapRange(c[0], (c[1][0] % cb, min(c[1][1], cb)), c[2], c[3])
+    assert intersect_volume(producer, consumer, pb, cb) == \
+        _sample_count(producer, consumer, pb, cb)
+
+
 def test_an_fmap_moves_from_producer_tiles_to_a_consumer_group() -> None:
     producers = [((0, 0), box((0, 4))), ((1, 0), box((4, 8)))]
     # the consumer's channels 8..15 are this producer's 0..7; its second group wants

@@ -128,7 +128,7 @@ def evaluate_tree(hw: TiledHardware, workload: Workload, tree: RaTree,
     segments, energy, cycles, record = [], 0.0, 0, LinkLoads()
     try:
         for child in root.children:
-            cost = _node(ctx, child, child_batch, 0, n_cores, True)
+            cost = _segment(ctx, child, child_batch, n_cores)
             energy += cost.energy_pj
             cycles += cost.cycles
             record += cost.record
@@ -139,6 +139,28 @@ def evaluate_tree(hw: TiledHardware, workload: Workload, tree: RaTree,
         return None
     n = root.subbatches
     return Evaluation(cycles * n, energy * n, segments, ctx.leaves, record.scaled(n))
+
+
+def _segment(ctx: _Context, child: Node, batch: int, n_cores: int) -> NodeCost:
+    """One child of the root on all cores, memoised in the shared cache: a segment's cost
+    depends only on its subtree, its batch, the root's batch and which of its layers
+    store to DRAM (every edge from another segment comes through DRAM)."""
+    key = ("segment", child, batch, ctx.tree.batch, ctx.stride, ctx.min_util,
+           frozenset(ctx.stores.intersection(_layers(child))))
+    if key not in ctx.cache:
+        outer, ctx.leaves = ctx.leaves, {}
+        try:
+            ctx.cache[key] = (_node(ctx, child, batch, 0, n_cores, True), ctx.leaves)
+        except InvalidTree:
+            ctx.cache[key] = None
+        finally:
+            ctx.leaves = outer
+    hit = ctx.cache[key]
+    if hit is None:
+        raise InvalidTree
+    cost, leaves = hit
+    ctx.leaves.update(leaves)
+    return cost
 
 
 def _layers(node: Node) -> list[str]:

@@ -14,8 +14,11 @@ applies the rough buffer check of §3.4 step 3; the result lists the ifmap and w
 bytes of every core, from which `mipsched.tiled.evaluate` does the per-core buffer
 accounting of §3.12.
 
-Only the layer kinds of the reference's ResNet are modelled: plain conv, fc, max/avg
-pooling and element-wise add/mul (`layer_view` raises ValueError for others).
+The layer kinds (`mipsched.tiled.leaf_kinds`): plain conv, fc and matmul; grouped and
+depthwise conv and the matmul of two activations (the reference's GroupConv, the latter
+with another layer's fmap as weights, §3.13); window and global pools; element-wise
+add / mul; softmax, layernorm, GELU, copying concat and transpose (the reference's PTP
+and Transpose). `layer_view` raises ValueError for the rest.
 """
 
 from __future__ import annotations
@@ -27,19 +30,33 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from mipsched.cost.core_array import NoMappingError
 from mipsched.cost.tile import tile_cost
 from mipsched.hw.model import Hardware
 from mipsched.hw.tiled import TiledHardware
+from mipsched.tiled.leaf_kinds import (
+    LayerView,
+    fmap_weight_range,
+    group_tile_cost,
+    ifm_range,
+    layer_view,
+    split_sources,
+)
 from mipsched.tiled.noc import FmapRange, LinkLoads, intersect_volume, port_shares
 from mipsched.workload import ops
 from mipsched.workload.graph import Workload
-from mipsched.workload.layer import MAC_OPS, Op, Region, Shape
+from mipsched.workload.layer import Region, Shape
 
 Tile = tuple[int, int]
 OFM_UBUF_BYTES = 10240
 """The reference's `ofm_ubuf_vol` (10 KB), used by the rough buffer check."""
 MIN_PART_UTIL = 0.75
 PART_INDEX = ("K", "B", "H", "W")
+WRAP_CHANNEL_OFFSET = True
+"""The reference's unsigned channel offset (§3.13): a direct producer whose channel slice
+starts after the first channel of a consumer range sends that range nothing (the range,
+shifted by the slice's offset, wraps around and meets no producer tile). False counts
+those bytes too."""
 
 
 @dataclass(frozen=True)
@@ -167,79 +184,18 @@ def tree_hops(src: Tile, dsts: tuple[Tile, ...]) -> int:
     return h
 
 
-def dram_read_hops(ports: Sequence[Tile], dsts: tuple[Tile, ...], n: int) -> int:
+@lru_cache(maxsize=1 << 18)
+def dram_read_hops(ports: tuple[Tile, ...], dsts: tuple[Tile, ...], n: int) -> int:
     """Byte-hops of reading n bytes from DRAM into dsts (split over the ports)."""
     return sum(s * tree_hops(p, dsts) for p, s in zip(ports, port_shares(n, len(ports)),
                                                        strict=True))
 
 
-def dram_write_hops(ports: Sequence[Tile], src: Tile, n: int) -> int:
+@lru_cache(maxsize=1 << 18)
+def dram_write_hops(ports: tuple[Tile, ...], src: Tile, n: int) -> int:
     """Byte-hops of writing n bytes from src to DRAM (split over the ports)."""
     return sum(s * (abs(src[0] - p[0]) + abs(src[1] - p[1]))
                for p, s in zip(ports, port_shares(n, len(ports)), strict=True))
-
-
-# --- the layer as the reference sees it ----------------------------------------------------
-@dataclass(frozen=True)
-class _View:
-    """One layer in the reference's terms: ofmap (K, H, W), kind, input geometry."""
-
-    kind: str
-    """'conv' (conv, fc: C not split, ifmap multicast over K), 'pool' or 'elt'."""
-    k: int
-    h: int
-    w: int
-    c: int
-    """Input channels (conv) or operands N (elt)."""
-    kernel: tuple[int, int]
-    stride: tuple[int, int]
-    pad: tuple[int, int]
-    in_hw: tuple[int, int]
-    weights_per_k: int
-    """Weight bytes of one output channel (C x R x S)."""
-    window: int
-    """Vector ops per output element (pool: R x S; elt: N)."""
-
-
-def layer_view(workload: Workload, name: str) -> _View:
-    """The reference's view of layer `name` (ResNet-style conv, fc, pool, eltwise)."""
-    lay = workload.layers[name]
-    ins = workload.in_shapes(name)
-    x = ops.data_shape(lay, ins)
-    out = lay.out
-    if lay.op == Op.FC:
-        return _View("conv", out.c, 1, 1, x.c, (x.h, x.w), (1, 1), (0, 0), (x.h, x.w),
-                     x.c * x.h * x.w, 0)
-    if lay.op in MAC_OPS:
-        if lay.op != Op.CONV or lay.groups != 1:
-            raise ValueError(f"layer '{name}': only plain conv and fc are modelled")
-        r, s = lay.kernel
-        return _View("conv", out.c, out.h, out.w, x.c, lay.kernel, lay.stride, lay.padding,
-                     (x.h, x.w), x.c * r * s, 0)
-    if lay.op in (Op.MAX_POOL, Op.AVG_POOL):
-        return _View("pool", out.c, out.h, out.w, 1, lay.kernel, lay.stride, lay.padding,
-                     (x.h, x.w), 0, lay.kernel[0] * lay.kernel[1])
-    if lay.op in (Op.ADD, Op.MUL):
-        n = ops.operand_count(lay, ins)
-        return _View("elt", out.c, out.h, out.w, n, (1, 1), (1, 1), (0, 0), (out.h, out.w),
-                     0, n)
-    raise ValueError(f"layer '{name}': op {lay.op} is not modelled by the SET leaf")
-
-
-def _in_interval(lo: int, hi: int, kernel: int, stride: int, pad: int,
-                 size: int) -> tuple[int, int]:
-    """The reference's `ofm_to_ifm` along one axis (bounding interval, clipped)."""
-    first = max(lo * stride - pad, 0)
-    return first, min((hi - 1) * stride + kernel - pad, size)
-
-
-def _ifm_range(v: _View, ofm: FmapRange) -> FmapRange:
-    if v.kind == "elt":
-        return ofm
-    h = _in_interval(ofm.h[0], ofm.h[1], v.kernel[0], v.stride[0], v.pad[0], v.in_hw[0])
-    w = _in_interval(ofm.w[0], ofm.w[1], v.kernel[1], v.stride[1], v.pad[1], v.in_hw[1])
-    c = (0, v.c) if v.kind == "conv" else ofm.c
-    return FmapRange(c, ofm.b, h, w)
 
 
 # --- one partition: tiles, groups and the placement-independent numbers ----------------------
@@ -251,7 +207,9 @@ class _Tiling:
     ifm: list[tuple[FmapRange, tuple[int, ...]]]
     """Ifmap ranges and the ofm indices of the cores of their multicast group."""
     wgt: list[tuple[int, tuple[int, ...]]]
-    """Weight bytes of each K slice and the ofm indices of its group."""
+    """DRAM weight bytes of each K slice and the ofm indices of its group."""
+    fwgt: list[tuple[FmapRange, tuple[int, ...]]]
+    """Fmap weights (§3.13): the producer range of each (K, B) slice and its group."""
     ifm_total: int
     ifm_max: int
     wgt_total: int
@@ -260,43 +218,58 @@ class _Tiling:
     """Operands per ifmap range (eltwise N, else 1)."""
 
 
-def _tiling(v: _View, batch: int, part: tuple[int, int, int, int]) -> _Tiling:
+_EMPTY = FmapRange((0, 0), (0, 0), (0, 0), (0, 0))
+
+
+def _tiling(v: LayerView, batch: int, part: tuple[int, int, int, int]) -> _Tiling:
     """The reference's `initLayouts` for one partition."""
     pk, pb, ph, pw = part
     cuts = [part_intv(v.k, pk), part_intv(batch, pb), part_intv(v.h, ph), part_intv(v.w, pw)]
     bhw = pb * ph * pw
-    ofm, ifm, wgt = [], [], []
+    ofm, ifm, wgt, fwgt = [], [], [], []
     for k, b, h, w in itertools.product(range(pk), range(pb), range(ph), range(pw)):
         rng = FmapRange(*((c[i], c[i + 1]) for c, i in zip(cuts, (k, b, h, w), strict=True)))
         ofm.append(rng)
+        idx = len(ofm) - 1
         empty = rng.volume() == 0
         if v.kind != "conv" or k == 0:
-            idx = len(ofm) - 1
             members = tuple(idx + kk * bhw for kk in range(pk)) if v.kind == "conv" else (idx,)
-            ifm.append((FmapRange((0, 0), (0, 0), (0, 0), (0, 0)) if empty
-                        else _ifm_range(v, rng), members))
-        if v.weights_per_k and b == 0 and h == 0 and w == 0:
-            start = len(ofm) - 1
+            ifm.append((_EMPTY if empty else ifm_range(v, rng), members))
+        if h or w:
+            continue
+        if v.fmap_wgt:
+            fwgt.append((_EMPTY if empty else fmap_weight_range(v, rng),
+                         tuple(range(idx, idx + ph * pw))))
+        elif v.weights_per_k and b == 0:
             wgt.append((0 if empty else (rng.c[1] - rng.c[0]) * v.weights_per_k,
-                        tuple(range(start, start + bhw))))
+                        tuple(range(idx, idx + bhw))))
     mult = v.c if v.kind == "elt" else 1
     bcast = pk if v.kind == "conv" else 1
     sizes = [r.volume() for r, _ in ifm]
-    return _Tiling(part, ofm, ifm, wgt, sum(sizes) * bcast * mult, max(sizes) * mult,
-                   sum(s for s, _ in wgt) * bhw, max((s for s, _ in wgt), default=0), mult)
+    wsizes = [s for s, _ in wgt] + [r.volume() for r, _ in fwgt]
+    wgt_total = sum(s for s, _ in wgt) * bhw + sum(r.volume() for r, _ in fwgt) * ph * pw
+    return _Tiling(part, ofm, ifm, wgt, fwgt, sum(sizes) * bcast * mult, max(sizes) * mult,
+                   wgt_total, max(wsizes, default=0), mult)
 
 
-def _ceil_tile_cost(core: Hardware, workload: Workload, name: str, v: _View, batch: int,
-                    part: tuple[int, int, int, int]) -> tuple[int, float]:
-    """(cycles, pJ) of the ceiling tile of one core (§3.4 step 4, §3.5)."""
-    kk, bb, hh, ww = (-(-n // p) for n, p in zip((v.k, batch, v.h, v.w), part, strict=True))
+def _ceil_tile_cost(core: Hardware, workload: Workload, name: str, v: LayerView, batch: int,
+                    part: tuple[int, int, int, int]) -> tuple[int, float] | None:
+    """(cycles, pJ) of the ceiling tile of one core (§3.4 step 4, §3.5, §3.13); None when
+    no PE-array mapping fits (the reference skips the partition)."""
+    tile = tuple(-(-n // p) for n, p in zip((v.k, batch, v.h, v.w), part, strict=True))
+    kk, bb, hh, ww = tile
+    if v.kind == "gconv":
+        return group_tile_cost(core, v, (kk, bb, hh, ww))
     if v.kind != "conv":
         n = kk * hh * ww * bb * v.window
         unit = core.vector_unit
         return -(-n // unit.ops_per_cycle), n * unit.pj_per_op
     lay = workload.layers[name]
     lay = dataclasses.replace(lay, out=Shape(kk, lay.out.h, lay.out.w))
-    cost = tile_cost(core, lay, workload.in_shapes(name), Region(0, bb, 0, hh, 0, ww), 1)
+    try:
+        cost = tile_cost(core, lay, workload.in_shapes(name), Region(0, bb, 0, hh, 0, ww), 1)
+    except NoMappingError:
+        return None
     return cost.cycles, cost.energy_pj
 
 
@@ -313,30 +286,43 @@ class _Traffic:
     dram: int
 
 
-def _traffic(v: _View, t: _Tiling, batch: int, sources: Sequence[Source], to_dram: bool,
-             wgt_div: int) -> _Traffic:
-    """Weights from DRAM, each source from DRAM or its layout, the ofmap to DRAM."""
+def _fetch(src: Source, lo: int, hi: int, ranges: list[tuple[FmapRange, tuple[int, ...]]],
+           batch: int, reads: list[tuple[int, tuple[int, ...]]],
+           moves: list[tuple[int, Tile, tuple[int, ...]]]) -> None:
+    """Source `src` filling channels [lo, hi) of `ranges`: from DRAM (the channel cut of
+    each range, `fromRemoteMem`) or from its layout (`betweenLayout`)."""
+    for rng, members in ranges:
+        if not src.direct:
+            cut = rng._replace(c=(max(rng.c[0], lo), min(rng.c[1], hi)))
+            if cut.volume() > 0:
+                reads.append((cut.volume(), members))
+            continue
+        assert src.layout is not None
+        if rng.c[1] <= lo or (WRAP_CHANNEL_OFFSET and rng.c[0] < lo):
+            continue
+        wanted = rng._replace(c=(rng.c[0] - lo, rng.c[1] - lo))
+        for tile, have in src.layout.tiles:
+            n = intersect_volume(have, wanted, src.layout.batch, batch)
+            if n > 0:
+                moves.append((n, tile, members))
+
+
+def _traffic(v: LayerView, t: _Tiling, batch: int, sources: Sequence[Source],
+             wgt_sources: Sequence[Source], to_dram: bool, wgt_div: int) -> _Traffic:
+    """DRAM weights or fmap weights (`wgt_sources`, never divided), each ifmap source from
+    DRAM or its layout, the ofmap to DRAM (`calcNoC`)."""
     wgt = [(s, g) for s, g in t.wgt if s > 0]
     reads: list[tuple[int, tuple[int, ...]]] = []
     moves: list[tuple[int, Tile, tuple[int, ...]]] = []
     cur = 0
+    for src in wgt_sources:
+        _fetch(src, cur, cur + src.channels, t.fwgt, batch, reads, moves)
+        cur += src.channels
+    cur = 0
     for src in sources:
         lo, hi = cur, cur + src.channels
         cur = 0 if v.kind == "elt" and hi == v.k else hi
-        for rng, members in t.ifm:
-            if not src.direct:
-                cut = rng._replace(c=(max(rng.c[0], lo), min(rng.c[1], hi)))
-                if cut.volume() > 0:
-                    reads.append((cut.volume(), members))
-                continue
-            assert src.layout is not None
-            if rng.c[1] <= lo:
-                continue
-            wanted = rng._replace(c=(rng.c[0] - lo, rng.c[1] - lo))
-            for tile, have in src.layout.tiles:
-                n = intersect_volume(have, wanted, src.layout.batch, batch)
-                if n > 0:
-                    moves.append((n, tile, members))
+        _fetch(src, lo, hi, t.ifm, batch, reads, moves)
     writes = [(i, r.volume()) for i, r in enumerate(t.ofm) if r.volume() > 0] if to_dram else []
     dram = sum(s for s, _ in wgt) // wgt_div + sum(s for s, _ in reads)
     return _Traffic(wgt, reads, moves, writes, dram + sum(s for _, s in writes))
@@ -346,7 +332,7 @@ def _groups(pos: Sequence[Tile], members: tuple[int, ...]) -> tuple[Tile, ...]:
     return tuple(sorted(pos[m] for m in members))
 
 
-def _hops(tr: _Traffic, pos: Sequence[Tile], ports: Sequence[Tile], wgt_div: int) -> int:
+def _hops(tr: _Traffic, pos: Sequence[Tile], ports: tuple[Tile, ...], wgt_div: int) -> int:
     """Byte-hops of one placement (`pos`: tile of each ofm index)."""
     h = sum(dram_read_hops(ports, _groups(pos, g), s) for s, g in tr.wgt) // wgt_div
     h += sum(dram_read_hops(ports, _groups(pos, g), s) for s, g in tr.reads)
@@ -381,7 +367,7 @@ def _positions(part: tuple[int, int, int, int], order: tuple[int, ...],
             for k, b, h, w in itertools.product(*(range(p) for p in part))]
 
 
-def _min_cuts(workload: Workload, name: str, v: _View, batch: int, n_cores: int,
+def _min_cuts(workload: Workload, name: str, v: LayerView, batch: int, n_cores: int,
               capacity: int) -> int:
     """The reference's `minCuts` (plain conv and fc only; 0 otherwise)."""
     if v.kind != "conv":
@@ -398,9 +384,10 @@ def search_leaf(hw: TiledHardware, workload: Workload, name: str, batch: int,
     valid. `sources`: its inputs in channel order (network inputs first, then producers
     by layer order). `segment`: the leaf is a child of the root (adds the link bound)."""
     v = layer_view(workload, name)
+    sources, wgt_sources = split_sources(workload, name, sources)
     core = _core(hw)
     gbuf = hw.tile.gbuf
-    ports = [(p.x, p.y) for p in hw.dram.ports]
+    ports = tuple((p.x, p.y) for p in hw.dram.ports)
     wgt_div = tot_batch // batch
     dims = (v.k, batch, v.h, v.w)
     best: tuple | None = None
@@ -411,12 +398,15 @@ def search_leaf(hw: TiledHardware, workload: Workload, name: str, batch: int,
         t = _tiling(v, batch, part)
         if OFM_UBUF_BYTES + t.ifm_max + t.wgt_max > gbuf.capacity_bytes:
             continue
-        cycles, e_tile = _ceil_tile_cost(core, workload, name, v, batch, part)
-        ubuf_wgt = t.wgt_total * gbuf.write_pj_per_byte / wgt_div
+        tile = _ceil_tile_cost(core, workload, name, v, batch, part)
+        if tile is None:
+            continue
+        cycles, e_tile = tile
+        ubuf_wgt = t.wgt_total * gbuf.write_pj_per_byte / (1 if v.fmap_wgt else wgt_div)
         ubuf = ubuf_wgt + ubuf_ofm
         ubuf += t.ifm_total * gbuf.write_pj_per_byte
         base = e_tile * len(cores) + ubuf
-        tr = _traffic(v, t, batch, sources, to_dram, wgt_div)
+        tr = _traffic(v, t, batch, sources, wgt_sources, to_dram, wgt_div)
         time = max(cycles, -(-tr.dram // hw.dram.bytes_per_cycle))
         dram_pj = tr.dram * hw.dram.energy_pj_per_byte
         for order in placement_orders(part):
@@ -440,6 +430,7 @@ def _finish(hw: TiledHardware, name: str, batch: int, n_cores: int, best: tuple,
         time = max(time, rec.cycles(hw))
     layout = Layout(batch, tuple(zip(pos, t.ofm, strict=True)))
     ifm = tuple((pos[m], r.volume() * t.ifm_mult) for r, g in t.ifm if r.volume() for m in g)
+    ifm += tuple((pos[m], r.volume()) for r, g in t.fwgt if r.volume() for m in g)
     wgt = tuple((pos[m], s) for s, g in t.wgt if s for m in g)
     return LeafResult(name, batch, n_cores, t.part, order, cycles, e_tile, ubuf, time,
                       energy, rec, layout, ifm, wgt)

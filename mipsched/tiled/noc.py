@@ -127,12 +127,6 @@ class FmapRange(NamedTuple):
             size *= max(0, hi - lo)
         return size
 
-    def intersect(self, other: FmapRange) -> FmapRange:
-        """The common box; an empty dimension becomes [m, m) with m the larger start (the
-        reference's clamping)."""
-        return FmapRange(*((max(a, c), max(min(b, d), max(a, c)))
-                           for (a, b), (c, d) in zip(self, other, strict=True)))
-
 
 def intersect_volume(producer: FmapRange, consumer: FmapRange, producer_batch: int,
                      consumer_batch: int) -> int:
@@ -144,12 +138,18 @@ def intersect_volume(producer: FmapRange, consumer: FmapRange, producer_batch: i
     side's interval and the overlapping samples are counted; the volume is that count x
     the intersection of c, h, w, and when the producer's batch is the larger it is then
     floor-divided by producer_batch / consumer_batch (expressed per consumer batch)."""
-    ints = producer.intersect(consumer)
+    (pc0, pc1), (pb0, pb1), (ph0, ph1), (pw0, pw1) = producer
+    (cc0, cc1), (cb0, cb1), (ch0, ch1), (cw0, cw1) = consumer
+    plane = ((min(pc1, cc1) - max(pc0, cc0)) * (min(ph1, ch1) - max(ph0, ch0))
+             * (min(pw1, cw1) - max(pw0, cw0)))
+    if min(pc1, cc1) <= max(pc0, cc0) or min(ph1, ch1) <= max(ph0, ch0) \
+            or min(pw1, cw1) <= max(pw0, cw0):
+        return 0
     if producer_batch == consumer_batch:
-        return ints.volume()
-    small, large, step = ((consumer.b, producer.b, consumer_batch)
+        return max(0, min(pb1, cb1) - max(pb0, cb0)) * plane
+    small, large, step = (((cb0, cb1), (pb0, pb1), consumer_batch)
                           if producer_batch > consumer_batch
-                          else (producer.b, consumer.b, producer_batch))
+                          else ((pb0, pb1), (cb0, cb1), producer_batch))
     if step < 1 or max(producer_batch, consumer_batch) % step:
         raise ValueError(f"batches {producer_batch} and {consumer_batch}: the larger must "
                          "be a multiple of the smaller")
@@ -159,7 +159,7 @@ def intersect_volume(producer: FmapRange, consumer: FmapRange, producer_batch: i
         if s_to > l_from:
             matched += min(s_to, l_to) - max(s_from, l_from)
         s_from, s_to = s_from + step, s_to + step
-    volume = ints._replace(b=(0, matched)).volume()
+    volume = matched * plane
     if producer_batch > consumer_batch:
         volume //= producer_batch // consumer_batch
     return volume

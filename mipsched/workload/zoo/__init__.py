@@ -3,6 +3,8 @@
 
 The names SoMa uses are the SoMa reference implementation's networks, layer for layer
 (docs/reference-nets.md); variants that differ from it carry names that say so.
+`transformer` and `transformer_cell` are the SET reference's (docs/set-model.md §3.13),
+whose GoogLeNet and Inception-ResNet-v1 are SoMa's `googlenet` and `inception_resnet_v1`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from mipsched.workload.zoo import (
     randwire,
     resnet,
     tiny,
+    transformer,
     vgg,
 )
 
@@ -35,6 +38,7 @@ class ZooEntry:
 
 
 _SOMA = "SoMa reference network"
+_SET = "SET reference network"
 ENTRIES: dict[str, ZooEntry] = {
     "chain3": ZooEntry(tiny.chain3, "tiny test network (three 3x3 convs)"),
     "chain5": ZooEntry(tiny.chain5, "tiny test network (five convs, one of stride 2)"),
@@ -65,6 +69,10 @@ ENTRIES: dict[str, ZooEntry] = {
                                   "(Xie et al. 2019)"),
     "vgg16": ZooEntry(vgg.vgg16, "VGG-16 with fc (Simonyan & Zisserman 2015)"),
     "mobilenet_v2": ZooEntry(mobilenet.mobilenet_v2, "MobileNetV2 1.0 (Sandler et al. 2018)"),
+    "transformer": ZooEntry(transformer.transformer,
+                            f"{_SET} (Transformer: 6 encoders + 6 decoders, 512 tokens)"),
+    "transformer_cell": ZooEntry(transformer.transformer_cell,
+                                 f"{_SET} (Transformer cell: 1 encoder + 1 decoder)"),
 }
 
 #: name -> builder(batch) -> Workload

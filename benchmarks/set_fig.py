@@ -1,0 +1,149 @@
+"""SET (ISCA'23) Fig. 9/10 on mipsched's reimplementation (issue 20): SET's annealing over
+RA trees against its layer-sequential (LS) and layer-pipelined (LP) restrictions, on the
+tiled machines set-4x4 and set-12x12, at batch 1, 8 and 64, objective E x D.
+
+Every (network, mesh, batch, method) runs `search_seeds` with mipsched's default runs
+(`mipsched.tiled.multistart.RUNS`: LS and LP as the reference, 4 seeds x 100 SA rounds
+per layer; SET 2 seeds x 200, the same total), two processes at a time, the best seed
+kept; `--time-limit` caps each search (all its seeds) in seconds. Per case the table
+gives SET's latency (cycles), energy (pJ) and E x D, the E x D of LS and LP, SET's
+speed-up (LS latency / SET latency), energy saving (1 - SET energy / LS energy) and E x D
+ratio over LS and LP, and SET's gap to the multi-core latency bound; the geomeans sit
+beside the paper's (performance 1.68x over LS and 1.90x over LP; energy -21.5 % and
+-21.7 %).
+
+Results are journalled (one JSON line per run in --journal) so an interrupted run resumes
+where it stopped; the table is rebuilt from the journal.
+
+Run: python benchmarks/set_fig.py [--nets resnet50 googlenet inception_resnet_v1
+     transformer_cell] [--meshes set-4x4 set-12x12] [--batches 1 8 64]
+     [--time-limit S] [--jobs 2] [--out benchmarks/results/set_fig.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+from publish import publish  # benchmarks/ is on sys.path when a benchmark runs
+
+from mipsched.hw.tiled import load_tiled_hardware
+from mipsched.tiled.bound import tiled_bounds
+from mipsched.tiled.multistart import RUNS, search_seeds
+from mipsched.workload.resolve import resolve_network
+
+RESULTS = Path(__file__).parent / "results"
+METHODS = ("set", "ls", "lp")
+PAPER = {"ls": (1.68, 0.215), "lp": (1.90, 0.217)}
+"""SET's reported geomean speed-up and energy saving over LS and LP."""
+
+
+def run_case(net: str, mesh: str, batch: int, method: str, args: argparse.Namespace) -> dict:
+    """One search (4 seeds); its figures and the start tree's, as a journal record."""
+    hw = load_tiled_hardware(mesh)
+    wl = resolve_network(net, batch, 1)
+    n_seeds, rounds = RUNS[method]
+    seeds = tuple(range(args.seed, args.seed + n_seeds))
+    began = time.perf_counter()
+    found = search_seeds(hw, wl, method, seeds, args.jobs, rounds, args.time_limit)
+    best = found.best
+    return {"net": net, "mesh": mesh, "batch": batch, "method": method,
+            "latency": best.evaluation.latency, "energy_pj": best.evaluation.energy_pj,
+            "edp": best.evaluation.edp, "start_latency": best.start_evaluation.latency,
+            "start_energy_pj": best.start_evaluation.energy_pj,
+            "seed_costs": found.costs, "rounds_done": best.rounds_done,
+            "bound": tiled_bounds(wl, hw).latency.value,
+            "seconds": round(time.perf_counter() - began, 1)}
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def table(records: list[dict]) -> list[str]:
+    """The markdown report: one row per case, then the geomeans beside the paper's."""
+    cases: dict[tuple, dict[str, dict]] = {}
+    for r in records:
+        cases.setdefault((r["net"], r["mesh"], r["batch"]), {})[r["method"]] = r
+    lines = ["| network | mesh | batch | SET latency | SET energy (pJ) | SET E x D | "
+             "LS E x D | LP E x D | speed-up vs LS / LP | energy saving vs LS / LP | "
+             "E x D ratio LS / LP | bound gap | seconds |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    ratios: dict[str, list[tuple[float, float, float]]] = {"ls": [], "lp": []}
+    for (net, mesh, batch), runs in sorted(cases.items()):
+        if not all(m in runs for m in METHODS):
+            continue
+        s = runs["set"]
+        cells = {}
+        for m in ("ls", "lp"):
+            o = runs[m]
+            trio = (o["latency"] / s["latency"], 1 - s["energy_pj"] / o["energy_pj"],
+                    o["edp"] / s["edp"])
+            ratios[m].append(trio)
+            cells[m] = trio
+        gap = (s["latency"] - s["bound"]) / s["latency"]
+        secs = sum(runs[m]["seconds"] for m in METHODS)
+        lines.append(
+            f"| {net} | {mesh} | {batch} | {s['latency']:,} | {s['energy_pj']:.4g} | "
+            f"{s['edp']:.4g} | {runs['ls']['edp']:.4g} | {runs['lp']['edp']:.4g} | "
+            f"{cells['ls'][0]:.2f}x / {cells['lp'][0]:.2f}x | "
+            f"{cells['ls'][1]:+.1%} / {cells['lp'][1]:+.1%} | "
+            f"{cells['ls'][2]:.2f}x / {cells['lp'][2]:.2f}x | {gap:.1%} | {secs:.0f} |")
+    lines += ["", "| geomean over the cases | speed-up | energy saving | E x D ratio | "
+              "paper: speed-up | paper: energy saving |", "|---|---:|---:|---:|---:|---:|"]
+    for m in ("ls", "lp"):
+        trios = ratios[m]
+        saving = 1 - _geomean([1 - t[1] for t in trios])
+        lines.append(f"| SET vs {m.upper()} ({len(trios)} cases) | "
+                     f"{_geomean([t[0] for t in trios]):.2f}x | {saving:+.1%} | "
+                     f"{_geomean([t[2] for t in trios]):.2f}x | {PAPER[m][0]:.2f}x | "
+                     f"{PAPER[m][1]:+.1%} |")
+    return lines
+
+
+def _journal(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nets", nargs="+", default=["resnet50", "googlenet",
+                                                      "inception_resnet_v1",
+                                                      "transformer_cell"])
+    parser.add_argument("--meshes", nargs="+", default=["set-4x4", "set-12x12"])
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 8, 64])
+    parser.add_argument("--time-limit", type=float, default=None,
+                        help="seconds per search (4 seeds together)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--journal", type=Path, default=RESULTS / "set_fig.jsonl")
+    parser.add_argument("--out", type=Path, default=RESULTS / "set_fig.md")
+    args = parser.parse_args()
+    records = _journal(args.journal)
+    done = {(r["net"], r["mesh"], r["batch"], r["method"]) for r in records}
+    args.journal.parent.mkdir(parents=True, exist_ok=True)
+    for net in args.nets:
+        for mesh in args.meshes:
+            for batch in args.batches:
+                for method in METHODS:
+                    if (net, mesh, batch, method) in done:
+                        continue
+                    record = run_case(net, mesh, batch, method, args)
+                    print(json.dumps(record), flush=True)
+                    with args.journal.open("a") as journal:
+                        journal.write(json.dumps(record) + "\n")
+                    records.append(record)
+    settings = ("SET 2 seeds x 200 SA rounds per layer, LS / LP 4 x 100"
+                + (f", at most {args.time_limit:g} s per search" if args.time_limit else "")
+                + f", {args.jobs} processes")
+    publish([f"# SET vs LS / LP on tiled machines ({settings})", "", *table(records)],
+            args.out)
+
+
+if __name__ == "__main__":
+    main()
