@@ -31,7 +31,14 @@ from mipsched.cli_common import emit_json as _emit_json
 from mipsched.cli_common import run_command as _run
 from mipsched.cli_explore import explore_cmd
 from mipsched.cli_sweep import sweep_cmd
-from mipsched.cli_tiled import compare_tiled_cmd, is_ratree, plot_ratree, solve_tiled
+from mipsched.cli_tiled import (
+    compare_tiled_cmd,
+    eval_ratree,
+    is_ratree,
+    plot_ratree,
+    simulate_ratree,
+    solve_tiled,
+)
 from mipsched.core import WindowSettings
 from mipsched.errors import InputError
 from mipsched.hw import PRESETS, load_hardware
@@ -248,9 +255,12 @@ def _solve_program_file(file: Path, method: str, seed: int, time_limit: float | 
 
 @app.command("eval")
 def eval_cmd(file: File, solution: Solution = None, as_json: JsonObject = False) -> None:
-    """Replay a schedule with the evaluator and print its figures."""
+    """Replay a schedule with the evaluator and print its figures (a tiled machine's
+    ratree.json: its cost model)."""
 
     def body() -> int:
+        if is_ratree(file):  # a tiled machine's RA tree: SET's cost model
+            return eval_ratree(file, solution, as_json)
         r = load_replayable(file, solution)
         result = evaluation_result(r)
         _show_figures(result, f"{file.name} ({r.method})", as_json)
@@ -268,12 +278,17 @@ def simulate_cmd(
         "chrome://tracing).")] = None,
     csv_path: Annotated[Path | None, typer.Option(
         "--csv", help="Write the DRAM transfers as CSV (tensor, kind, layer, tile, bytes, "
-        "start, end).")] = None,
+        "start, end); for a ratree.json, the tasks (layer, path, subbatch, samples, cores, "
+        "start, end, bytes, byte-hops, energy).")] = None,
     as_json: JsonObject = False,
 ) -> None:
-    """Replay a schedule in the discrete-event simulator: figures, stalls, trace, CSV."""
+    """Replay a schedule in the discrete-event simulator: figures, stalls, trace, CSV (a
+    tiled machine's ratree.json: the replay of its RA tree, checked against the cost
+    model; exit code 1 when they disagree)."""
 
     def body() -> int:
+        if is_ratree(file):  # a tiled machine's RA tree: its discrete-event replay
+            return simulate_ratree(file, solution, trace, csv_path, as_json)
         r = load_replayable(file, solution)
         sim, result = simulation_result(r, trace, csv_path)
         if as_json:

@@ -5,6 +5,10 @@
   (ratree.json) and the certificate of its bounds;
 - `mipsched plot DIR/ratree.json -o mesh.png|svg`: the mesh picture of the tree
   (`mipsched.report.mesh_plot`);
+- `mipsched eval DIR/ratree.json`: the tree's figures by the cost model again;
+- `mipsched simulate DIR/ratree.json [--trace T] [--csv C]`: the discrete-event replay
+  (`mipsched.tiled.simulate`) checked against the cost model, its trace and task CSV
+  (`mipsched.report.tiled_trace`);
 - `mipsched compare NETS --hw set-4x4 --methods set,ls,lp`: the methods side by side
   (`mipsched.solve.tiled_compare`), compare.csv and compare.md.
 """
@@ -12,8 +16,10 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -25,12 +31,17 @@ from rich.table import Table
 
 from mipsched import strict
 from mipsched.atomic import write_json_atomic, write_text_atomic
-from mipsched.cli_common import console, emit_json, progress
+from mipsched.cli_common import EXIT_NO_SCHEDULE, console, emit_json, progress
 from mipsched.errors import InputError
 from mipsched.hw.tiled import TiledHardware, check_tiled
 from mipsched.jsonread import JsonObject
 from mipsched.report.results import safe_name
-from mipsched.report.tables import figures_table
+from mipsched.report.tables import figures_table, tiled_segments_table
+from mipsched.report.tiled_trace import (
+    segment_rows,
+    write_tasks_csv,
+    write_tiled_trace,
+)
 from mipsched.schedule.tile_program import read_json
 from mipsched.solve.tiled_compare import (
     TILED_METHODS,
@@ -40,9 +51,12 @@ from mipsched.solve.tiled_compare import (
     tiled_methods_and_baseline,
 )
 from mipsched.tiled.bound import TiledBounds, tiled_bounds
-from mipsched.tiled.multistart import RUNS, search_method
-from mipsched.tiled.ratree import RaTree, check_tree, parse_tree, tree_json
+from mipsched.tiled.evaluate import Evaluation, evaluate_tree
+from mipsched.tiled.multistart import RUNS, leaf_cache, search_method
+from mipsched.tiled.noc import Link, link_target
+from mipsched.tiled.ratree import Cut, RaTree, check_tree, parse_tree, tree_json
 from mipsched.tiled.search import SearchResult
+from mipsched.tiled.simulate import TiledTrace, checked_replay
 from mipsched.workload.graph import Workload
 from mipsched.workload.resolve import resolve_network
 from mipsched.workload.yaml_format import read_workload, workload_dict
@@ -63,6 +77,9 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
     all cores), writes ratree.json and certificate.json into `out` (default
     out/NET-HW-bB) and prints the figures; the exit code."""
     chosen = method or "set"
+    if workload.elem_bytes != 1:
+        raise InputError(f"--elem-bytes {workload.elem_bytes}: SET's model on a tiled "
+                         "machine counts 8-bit elements only (use --elem-bytes 1)")
     if chosen not in TILED_METHODS:
         raise InputError(f"--method: '{chosen}' does not schedule a tiled machine "
                          f"({', '.join(TILED_METHODS)})")
@@ -78,13 +95,23 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
         except ValueError as err:  # a layer kind SET's model does not cover, no start
             raise InputError(f"{workload.name} on {hw.name}: {err}") from None
     found = runs.best
+    with progress.status(f"replaying the {chosen} tree", spinner="dots"):
+        _, failure = checked_replay(hw, workload, found.tree, found.evaluation,
+                                    leaf_cache(hw, workload))
     bounds = tiled_bounds(workload, hw)
     result = _result(workload, hw, chosen, found, bounds, time.perf_counter() - started)
     result["seed_costs"] = {str(k): v for k, v in runs.costs.items()}
+    if runs.placement is not None:
+        result["placement"] = dataclasses.asdict(runs.placement)
+    result["simulated"] = failure is None
     out_dir = out or Path("out") / safe_name(f"{workload.name}-{hw.name}-b{workload.batch}")
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out_dir / "ratree.json",
-                      ratree_document(workload, hw, chosen, found.tree, result))
+    if failure is None:
+        write_json_atomic(out_dir / "ratree.json",
+                          ratree_document(workload, hw, chosen, found.tree, result))
+    else:
+        _as_error(result, f"the {chosen} tree failed the replay: {failure}")
+        (out_dir / "ratree.json").unlink(missing_ok=True)  # an earlier run's
     write_json_atomic(out_dir / "certificate.json", _certificate(workload, hw, bounds, result))
     if as_json:
         emit_json(result)
@@ -92,7 +119,19 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
         console.print(figures_table(f"{workload.name} on {hw.name}, batch "
                                     f"{workload.batch} — {chosen}", result))
         console.print(f"wrote {out_dir}/")
+    if failure is not None:
+        print(f"mipsched: no schedule: {result['reason']}", file=sys.stderr)
+        return EXIT_NO_SCHEDULE
     return 0
+
+
+def _as_error(result: dict[str, Any], reason: str) -> None:
+    """Turns a solve result into the one of a run without a schedule (status 'error',
+    no figures of a tree, `reason`), as a single-core run reports it."""
+    for key in ("latency_cycles", "energy_pj", "edp", "gap", "dram_bytes", "noc_byte_hops",
+                "n_segments"):
+        result[key] = None
+    result.update(status="error", reason=reason)
 
 
 def ratree_document(workload: Workload, hw: TiledHardware, method: str, tree: RaTree,
@@ -108,10 +147,12 @@ def ratree_document(workload: Workload, hw: TiledHardware, method: str, tree: Ra
             "results": results}
 
 
-def _result(workload: Workload, hw: TiledHardware, method: str, found: SearchResult,
-            bounds: TiledBounds, seconds: float) -> dict[str, Any]:
-    """The `solve --json` object of a tiled run (the same keys as a single-core run)."""
-    ev, bound = found.evaluation, bounds.latency
+def tree_figures(workload: Workload, hw: TiledHardware, method: str, ev: Evaluation,
+                 bounds: TiledBounds) -> dict[str, Any]:
+    """The figures of a tree by the cost model, as `solve` and `eval` print them:
+    latency (cycles), energy (pJ), E x D (pJ x cycles), the latency bound (cycles) and
+    the gap to it, DRAM bytes, NoC byte-hops, segments, MACs and weight bytes."""
+    bound = bounds.latency
     return {"network": workload.name, "batch": workload.batch, "hardware": hw.name,
             "method": method, "status": "feasible",
             "latency_cycles": ev.latency, "energy_pj": ev.energy_pj, "edp": ev.edp,
@@ -119,7 +160,14 @@ def _result(workload: Workload, hw: TiledHardware, method: str, found: SearchRes
             "gap": (ev.latency - bound.value) / ev.latency,
             "dram_bytes": ev.record.dram_bytes, "noc_byte_hops": ev.record.byte_hops,
             "n_segments": len(ev.segments),
-            "total_macs": workload.total_macs, "weight_bytes": workload.total_weight_bytes,
+            "total_macs": workload.total_macs, "weight_bytes": workload.total_weight_bytes}
+
+
+def _result(workload: Workload, hw: TiledHardware, method: str, found: SearchResult,
+            bounds: TiledBounds, seconds: float) -> dict[str, Any]:
+    """The `solve --json` object of a tiled run (the same keys as a single-core run):
+    `tree_figures`, the start tree's E x D (pJ x cycles) and the wall seconds."""
+    return {**tree_figures(workload, hw, method, found.evaluation, bounds),
             "start_edp": found.start_evaluation.edp, "wall_seconds": seconds}
 
 
@@ -131,13 +179,15 @@ def _certificate(workload: Workload, hw: TiledHardware, b: TiledBounds,
                          "digest": workload.digest()},
             "hardware": {"name": hw.name, "digest": hw.digest()},
             "method": result["method"],
-            "incumbent": {k: result[k] for k in ("latency_cycles", "energy_pj", "edp")},
+            "incumbent": None if result["latency_cycles"] is None else
+            {k: result[k] for k in ("latency_cycles", "energy_pj", "edp")},
             "lower_bound": {"latency_cycles": b.latency.value, "binding": b.latency.name,
                             "energy_pj": b.energy.value, "edp": b.edp,
                             "bounds": [{"name": x.name, "value": x.value,
                                         "derivation": x.derivation}
-                                       for x in (b.compute, b.compulsory_dram, b.energy)]},
-            "gap": result["gap"], "status": result["status"]}
+                                       for x in (*b.latency_bounds, b.energy)]},
+            "gap": result["gap"], "status": result["status"],
+            **({"reason": result["reason"]} if "reason" in result else {})}
 
 
 # --- plot: the mesh picture of a ratree.json ---------------------------------------------------
@@ -204,6 +254,131 @@ def plot_ratree(file: Path, output: Path, solution: str | None) -> int:
     save_mesh_plot(output, picture)
     console.print(f"wrote {output}")
     return 0
+
+
+# --- eval and simulate: the model and the replay of a ratree.json -----------------------------
+def _no_solution(file: Path, solution: str | None) -> None:
+    """InputError when --solution is given with a ratree.json."""
+    if solution is not None:
+        raise InputError(f"{file}: --solution applies to tile-program instances, not to "
+                         "a ratree.json")
+
+
+def _evaluated(file: Path, r: RatreeFile, cache: dict) -> Evaluation:
+    """The cost model's evaluation of the tree in `file` (leaf searches memoised in
+    `cache`); InputError naming the file when the model rejects it."""
+    try:
+        ev = evaluate_tree(r.hw, r.workload, r.tree, cache=cache)
+    except ValueError as err:  # a layer kind the model lacks
+        raise InputError(f"{file}: {err}") from None
+    if ev is None:
+        raise InputError(f"{file}: the RA tree of {r.workload.name} is rejected by SET's "
+                         f"cost model on {r.hw.name} (an S Cut's allocation or a leaf does "
+                         "not fit)")
+    return ev
+
+
+def _show(figures: dict[str, Any], title: str, as_json: bool) -> None:
+    """`figures` as the only JSON on stdout, or as a titled table."""
+    if as_json:
+        emit_json(figures)
+    else:
+        console.print(figures_table(title, figures))
+
+
+def eval_ratree(file: Path, solution: str | None, as_json: bool) -> int:
+    """`mipsched eval ratree.json`: the tree's figures by the cost model again (the keys
+    `solve` prints, `tree_figures`); the exit code."""
+    _no_solution(file, solution)
+    r = load_ratree(file)
+    ev = _evaluated(file, r, {})
+    figures = tree_figures(r.workload, r.hw, r.method, ev, tiled_bounds(r.workload, r.hw))
+    _show(figures, f"{file.name} ({r.method})", as_json)
+    return 0
+
+
+def link_name(link: Link) -> str:
+    """A directed link as `(x, y) -> (x', y')`."""
+    x, y, _ = link
+    tx, ty = link_target(link)
+    return f"({x}, {y}) -> ({tx}, {ty})"
+
+
+def simulation_figures(r: RatreeFile, ev: Evaluation, trace: TiledTrace,
+                       failure: str | None) -> dict[str, Any]:
+    """The figures of `simulate ratree.json`: the replay's latency (cycles), energy (pJ),
+    E x D (pJ x cycles), DRAM bytes, NoC byte-hops, segments and their invocations,
+    tasks, busiest link and its bytes over the run; the model's latency and energy and
+    whether the replay equals them (`failure` is None)."""
+    busiest = trace.busiest_link()
+    figures = {
+        "network": r.workload.name, "batch": r.workload.batch, "hardware": r.hw.name,
+        "method": r.method, "status": "feasible" if failure is None else "error",
+        "latency_cycles": trace.latency, "energy_pj": trace.energy_pj,
+        "edp": trace.energy_pj * trace.latency, "dram_bytes": trace.dram_bytes,
+        "noc_byte_hops": trace.byte_hops,
+        "n_segments": len({s.index for s in trace.segments}),
+        "segment_runs": len(trace.segments), "n_tasks": len(trace.tasks),
+        "busiest_link": None if busiest is None else link_name(busiest[0]),
+        "busiest_link_bytes": 0 if busiest is None else busiest[1],
+        "model_latency_cycles": ev.latency, "model_energy_pj": ev.energy_pj,
+        "matches_model": failure is None}
+    if failure is not None:
+        figures["reason"] = failure
+    return figures
+
+
+def simulate_ratree(file: Path, solution: str | None, trace_path: Path | None,
+                    csv_path: Path | None, as_json: bool) -> int:
+    """`mipsched simulate ratree.json`: replays the tree event by event, checks it
+    against the cost model (one leaf cache for both), writes the trace and the task CSV
+    when asked, prints the figures and the longest segments (or `--json`: one object,
+    all segments); exit code 1 with the diagnosis when the replay breaks a rule or
+    disagrees with the model (the trace and CSV of a disagreeing replay are written)."""
+    _no_solution(file, solution)
+    r = load_ratree(file)
+    cache: dict = {}
+    ev = _evaluated(file, r, cache)
+    trace, failure = checked_replay(r.hw, r.workload, r.tree, ev, cache)
+    if trace is None:
+        if as_json:
+            emit_json({"network": r.workload.name, "batch": r.workload.batch,
+                       "hardware": r.hw.name, "method": r.method, "status": "error",
+                       "reason": failure})
+        print(f"mipsched: {file}: {failure}", file=sys.stderr)
+        return EXIT_NO_SCHEDULE
+    figures = simulation_figures(r, ev, trace, failure)
+    title = f"{file.name} ({r.method})"
+    if trace_path is not None:
+        write_tiled_trace(trace_path, trace, r.hw, f"{r.workload.name} on {r.hw.name} — "
+                                                   f"{r.method}")
+    if csv_path is not None:
+        write_tasks_csv(csv_path, trace)
+    _show_simulation(figures, segment_rows(trace), f"{title} — simulated", r, as_json)
+    if failure is not None:
+        print(f"mipsched: {file}: {failure}", file=sys.stderr)
+        return EXIT_NO_SCHEDULE
+    return 0
+
+
+def _show_simulation(figures: dict[str, Any], segments: list[dict[str, Any]], title: str,
+                     r: RatreeFile, as_json: bool) -> None:
+    """The figures and the segments as one JSON object, or the figures table and the
+    table of the longest segments (per invocation)."""
+    if as_json:
+        emit_json({**figures, "segments": segments})
+        return
+    console.print(figures_table(title, figures))
+    runs = r.tree.root.subbatches if isinstance(r.tree.root, Cut) else 1
+    times = f", each run {runs} times" if runs > 1 else ""
+    shown = min(len(segments), SEGMENT_ROWS)
+    console.print(tiled_segments_table(
+        segments, f"longest segments ({shown} of {len(segments)}; cycles and bytes per "
+                  f"invocation{times})", SEGMENT_ROWS))
+
+
+SEGMENT_ROWS = 10
+"""Segments in the terminal table of `simulate ratree.json` (the longest)."""
 
 
 # --- compare: set / ls / lp side by side ---------------------------------------------------------

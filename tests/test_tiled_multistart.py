@@ -8,8 +8,10 @@ import pytest
 
 from mipsched.hw.tiled import load_tiled_hardware
 from mipsched.tiled.evaluate import evaluate_tree
-from mipsched.tiled.multistart import RUNS, search_seeds
-from mipsched.tiled.search import search
+from mipsched.tiled.multistart import RUNS, place_best, search_method, search_seeds
+from mipsched.tiled.ratree import Cut
+from mipsched.tiled.search import SearchResult, search
+from mipsched.tiled.simulate import simulate_tree
 from mipsched.workload.resolve import resolve_network
 
 HW = load_tiled_hardware("set-4x4")
@@ -45,3 +47,41 @@ def test_default_runs_give_set_the_rounds_of_the_baselines() -> None:
     assert {m: s * r for m, (s, r) in RUNS.items()} == {"set": 400, "ls": 400, "lp": 400}
     with pytest.raises(ValueError, match="at least one seed"):
         search_seeds(HW, WL, "set", ())
+
+
+def _result_of(hw, wl, tree, cache) -> SearchResult:
+    """A SearchResult holding `tree` as found and as start (the fields place_best reads)."""
+    ev = evaluate_tree(hw, wl, tree, cache=cache)
+    assert ev is not None
+    return SearchResult("set", "edp", 0, tree, ev, ev.edp, tree, ev, ev.edp, 0, 0, 0, 0, 0.0)
+
+
+def test_placement_pass_lowers_the_reference_set_tree_and_replays() -> None:
+    """The reference's best ResNet-50 b8 tree: CP-SAT counts + placement lower its E x D
+    (8.80e16 -> 8.74e16, benchmarks/results/tiled_placement.md); the kept tree carries
+    explicit ranges, re-evaluates to its cost and the simulator agrees."""
+    from test_tiled_evaluate import CACHE, SET_TREE, parse_printed_tree
+    from test_tiled_evaluate import HW as HW8
+    from test_tiled_evaluate import WL as WL8
+
+    found = _result_of(HW8, WL8, parse_printed_tree(SET_TREE), CACHE)
+    placed, gain = place_best(HW8, WL8, found, "edp")
+    assert gain.cuts == 10 and gain.cost_before == found.cost
+    assert gain.cost_after == placed.cost < 0.995 * found.cost
+    assert any(isinstance(n, Cut) and n.ranges for _, n, _ in placed.tree.nodes())
+    again = evaluate_tree(HW8, WL8, placed.tree, cache=CACHE)
+    replay = simulate_tree(HW8, WL8, placed.tree, cache=CACHE)
+    assert again is not None and again.edp == placed.cost
+    assert replay is not None and replay.latency == again.latency
+    assert replay.energy_pj == pytest.approx(again.energy_pj, rel=1e-9)
+
+
+def test_placement_pass_never_makes_the_search_worse() -> None:
+    """With or without the pass the search is the same; the pass keeps a tree only when
+    it lowers the objective, and LS gets no pass (it is the reference's baseline)."""
+    plain = search_method(HW, WL, "set", seed=3, jobs=1, rounds_per_layer=8, place=False)
+    placed = search_method(HW, WL, "set", seed=3, jobs=1, rounds_per_layer=8)
+    assert placed.placement is not None and plain.placement is None
+    assert placed.placement.cost_before == plain.best.cost
+    assert placed.best.cost == placed.placement.cost_after <= plain.best.cost
+    assert search_method(HW, WL, "ls", jobs=1, rounds_per_layer=2).placement is None

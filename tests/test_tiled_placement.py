@@ -24,12 +24,13 @@ from mipsched.tiled.placement import (
     cp_sat_counts,
     cp_sat_placement,
     cut_traffic,
-    evaluate_with_ranges,
     frontier,
     placement_byte_hops,
     plan_tree,
+    with_ranges,
 )
-from mipsched.tiled.ratree import Cut, Leaf
+from mipsched.tiled.ratree import Cut, Leaf, parse_tree, tree_json
+from mipsched.tiled.simulate import simulate_tree
 from mipsched.tiled.structure import allocate, core_positions, stores_to_dram, via_dram
 
 PROPERTY = settings(max_examples=40, deadline=None, derandomize=True, database=None)
@@ -249,21 +250,29 @@ def set_plan() -> placement.TreePlan:
 
 
 def test_sets_own_ranges_reproduce_evaluate_tree() -> None:
-    """evaluate_with_ranges with SET's allocation is evaluate_tree, to the bit; a changed
-    range reaches the leaves."""
+    """A tree given SET's own allocation as explicit ranges evaluates, simulates and
+    round-trips through JSON exactly as without them; a changed range reaches the
+    leaves; bad ranges are refused naming the cut."""
     tree = parse_printed_tree(SET_TREE)
     ev = evaluate_tree(HW, WL, tree, cache=CACHE)
-    ranges = {"root.1.2": consecutive((2, 14)), "root.2.6": consecutive((1, 15))}
-    same = evaluate_with_ranges(HW, WL, tree, ranges, cache=CACHE)
+    same_tree = with_ranges(tree, {"root.1.2": consecutive((2, 14)),
+                                   "root.2.6": consecutive((1, 15))})
+    assert same_tree != tree and parse_tree(tree_json(same_tree)) == same_tree
+    same = evaluate_tree(HW, WL, same_tree, cache=CACHE)
     assert (same.latency, same.energy_pj) == (ev.latency, ev.energy_pj) == (
         5_427_112, pytest.approx(16_220_303_347.951199, rel=0, abs=1e-5))
-    moved = evaluate_with_ranges(HW, WL, tree, {"root.1.2": ((11, 13), (0, 5))}, cache=CACHE)
+    moved_tree = with_ranges(tree, {"root.1.2": ((11, 13), (0, 5))})
+    moved = evaluate_tree(HW, WL, moved_tree, cache=CACHE)
     assert moved.leaves["conv_2_1_res"].cores == 2 and moved.leaves["conv_2_2_a"].cores == 5
-    assert evaluate_tree(HW, WL, tree, cache=CACHE).energy_pj == ev.energy_pj  # restored
+    replay = simulate_tree(HW, WL, moved_tree, cache=CACHE)
+    assert replay is not None and replay.latency == moved.latency
+    assert replay.energy_pj == pytest.approx(moved.energy_pj, rel=1e-9)
     with pytest.raises(ValueError, match="root.1.2"):
-        evaluate_with_ranges(HW, WL, tree, {"root.1.2": ((0, 4), (3, 8))})
+        with_ranges(tree, {"root.1.2": ((0, 4), (3, 8))})
     with pytest.raises(ValueError, match="root.1"):
-        evaluate_with_ranges(HW, WL, tree, {"root.1": ((0, 4), (4, 8))})
+        with_ranges(tree, {"root.1": ((0, 4), (4, 8))})
+    too_wide = with_ranges(tree, {"root.1.2": ((0, 4), (4, 17))})
+    assert evaluate_tree(HW, WL, too_wide, cache=CACHE) is None
 
 
 def test_cut_traffic_counts_the_fmaps_between_children() -> None:

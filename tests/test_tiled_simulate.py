@@ -118,8 +118,10 @@ def test_random_trees_are_valid_and_cover_the_rules() -> None:
         if any(isinstance(n, Cut) and n.kind == "S" and n.subbatches > 1 and max(stages(n, wl))
                for _, n, _ in tree.nodes()):
             seen.add("pipelined S")
+        if any(isinstance(n, Cut) and n.ranges is not None for _, n, _ in tree.nodes()):
+            seen.add("explicit ranges")
     assert seen >= {"rejected", "depth 1", "depth 2", "depth 3", "dram-bound", "link-bound",
-                    "pipelined S"}
+                    "pipelined S", "explicit ranges"}
     order = random_order(small_dag(1), rng.randint)
     assert order.index("a") < min(order.index("b"), order.index("c")) < order.index("e")
 

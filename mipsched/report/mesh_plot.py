@@ -34,7 +34,7 @@ from mipsched.tiled.evaluate import DEFAULT_STRIDE, Evaluation, evaluate_tree
 from mipsched.tiled.leaf import LeafResult
 from mipsched.tiled.noc import MINUS_X, MINUS_Y, PLUS_X, PLUS_Y, Link, LinkLoads
 from mipsched.tiled.ratree import Cut, Leaf, Node, RaTree, layers_of
-from mipsched.tiled.structure import allocate, core_positions, sub_clusters, unit_time
+from mipsched.tiled.structure import child_spans, core_positions
 from mipsched.workload.graph import Workload
 
 if TYPE_CHECKING:
@@ -140,14 +140,10 @@ def _place(node: Node, first: int, last: int, hw: TiledHardware, workload: Workl
         for tile in core_positions(first, last, hw.mesh.cols, hw.mesh.rows, stride):
             into.setdefault(tile, []).append(node.layer)
         return
-    if node.kind == "T":
-        ranges = [(first, last)] * len(node.children)
-    else:
-        sizes = allocate([unit_time(c, workload) for c in node.children], last - first,
-                         min_util)
-        if sizes is None:
-            raise InputError("an S Cut's core allocation fails its utilisation test")
-        ranges = sub_clusters(first, sizes)
+    ranges = child_spans(node, workload, first, last, min_util)
+    if ranges is None:
+        raise InputError("an S Cut's core allocation fails its utilisation test or its "
+                         "ranges exceed its cores")
     for child, (lo, hi) in zip(node.children, ranges, strict=True):
         _place(child, lo, hi, hw, workload, stride, min_util, into)
 

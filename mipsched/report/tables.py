@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from mipsched.hw.model import Hardware
@@ -23,7 +24,9 @@ def figures_table(title: str, rows: dict[str, Any]) -> Table:
     table.add_column("figure", style="bold")
     table.add_column("value", justify="right")
     for key, value in rows.items():
-        if isinstance(value, float):
+        if isinstance(value, bool):
+            text = str(value).lower()  # as in the JSON, not as the integer it also is
+        elif isinstance(value, float):
             text = f"{value:.4g}" if abs(value) < 1e6 else f"{value:.6e}"
         elif isinstance(value, int):
             text = f"{value:,}"
@@ -122,4 +125,20 @@ def presets_table(presets: list[Hardware]) -> Table:
                       f"{h.peak_ops_per_cycle * h.frequency_hz / 1e12:.0f}",
                       f"{h.gbuf.capacity_bytes / 2**20:.0f}",
                       str(h.dram.bytes_per_cycle), str(h.vector_unit.ops_per_cycle))
+    return table
+
+
+def tiled_segments_table(rows: list[dict[str, Any]], title: str, count: int = 10) -> Table:
+    """The `count` longest segments of a replayed RA tree (rows of
+    `mipsched.report.tiled_trace.segment_rows`), longest first: index, layers, cycles,
+    DRAM bytes, busiest link's bytes (per invocation) and what bounds each."""
+    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for col in ("segment", "layers", "cycles", "DRAM bytes", "busiest link B", "bound"):
+        table.add_column(col, justify="left" if col in ("layers", "bound") else "right",
+                         overflow="fold", no_wrap=col != "layers")
+    for r in sorted(rows, key=lambda r: (-r["cycles"], r["index"]))[:count]:
+        layers = r["first_layer"] if r["n_layers"] == 1 else (
+            f"{r['first_layer']}..{r['last_layer']} ({r['n_layers']})")
+        table.add_row(str(r["index"]), layers, f"{r['cycles']:,}", f"{r['dram_bytes']:,}",
+                      f"{r['busiest_link_bytes']:,}", r["bound"])
     return table

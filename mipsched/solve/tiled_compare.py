@@ -21,9 +21,10 @@ from mipsched.errors import InputError
 from mipsched.hw.tiled import TiledHardware
 from mipsched.solve.network import DEFAULT_TIME_LIMIT
 from mipsched.tiled.bound import tiled_bounds
-from mipsched.tiled.multistart import search_method
+from mipsched.tiled.multistart import leaf_cache, search_method
 from mipsched.tiled.ratree import RaTree
 from mipsched.tiled.search import OBJECTIVES
+from mipsched.tiled.simulate import checked_replay
 from mipsched.workload.graph import Workload
 
 TILED_METHODS = ("set", "ls", "lp")
@@ -124,6 +125,7 @@ def _run(wl: Workload, hw: TiledHardware, method: str, seed: int, limit: float,
          objective: str, rounds_per_layer: int | None, jobs: int) -> TiledCompareRow:
     """The row of one search (status 'error' when SET's model cannot schedule it)."""
     began = time.perf_counter()
+    leaf_cache(hw, wl).clear()  # every method starts cold: the wall times compare
     try:
         found = search_method(hw, wl, method, seed, jobs, limit, objective,
                               rounds_per_layer).best
@@ -132,6 +134,11 @@ def _run(wl: Workload, hw: TiledHardware, method: str, seed: int, limit: float,
                                status="error", runtime_s=time.perf_counter() - began,
                                seed=seed, reason=str(err))
     ev = found.evaluation
+    _, failure = checked_replay(hw, wl, found.tree, ev, leaf_cache(hw, wl))
+    if failure is not None:
+        return TiledCompareRow(network=wl.name, batch=wl.batch, method=method,
+                               status="error", runtime_s=time.perf_counter() - began,
+                               seed=seed, reason=f"the tree failed the replay: {failure}")
     return TiledCompareRow(network=wl.name, batch=wl.batch, method=method,
                            status="feasible", latency_cycles=ev.latency,
                            energy_pj=ev.energy_pj, edp=ev.edp,

@@ -1,6 +1,7 @@
 """Evaluation of a whole RA tree with SET's reference cost model (docs/set-model.md §3.1,
 §3.9-§3.11): bottom-up, a T Cut passes its cores to every child, an S Cut splits them
-with `allocate` + `sub_clusters`; leaves run the intra-layer search of
+with `structure.child_spans` (SET's `allocate` + `sub_clusters`, or the cut's own
+`ranges`); leaves run the intra-layer search of
 `mipsched.tiled.leaf`.
 
 - T Cut: time = n x sum of the children's times, energy and traffic record likewise.
@@ -28,12 +29,10 @@ from mipsched.tiled.leaf import OFM_UBUF_BYTES, LeafResult, Source, search_leaf
 from mipsched.tiled.noc import LinkLoads
 from mipsched.tiled.ratree import Cut, Leaf, Node, RaTree
 from mipsched.tiled.structure import (
-    allocate,
+    child_spans,
     core_positions,
     stages,
     stores_to_dram,
-    sub_clusters,
-    unit_time,
     via_dram,
 )
 from mipsched.workload.graph import Workload
@@ -179,11 +178,9 @@ def _node(ctx: _Context, node: Node, batch: int, first: int, last: int,
         time = sum(c.cycles for c in costs)
         stage_count = 0
     else:
-        sizes = allocate([unit_time(c, ctx.workload) for c in node.children], last - first,
-                         ctx.min_util)
-        if sizes is None:
+        ranges = child_spans(node, ctx.workload, first, last, ctx.min_util)
+        if ranges is None:
             raise InvalidTree
-        ranges = sub_clusters(first, sizes)
         costs = [_node(ctx, c, child_batch, lo, hi, False)
                  for c, (lo, hi) in zip(node.children, ranges, strict=True)]
         time = max(c.cycles for c in costs)

@@ -409,6 +409,8 @@ def search_leaf(hw: TiledHardware, workload: Workload, name: str, batch: int,
         tr = _traffic(v, t, batch, sources, wgt_sources, to_dram, wgt_div)
         time = max(cycles, -(-tr.dram // hw.dram.bytes_per_cycle))
         dram_pj = tr.dram * hw.dram.energy_pj_per_byte
+        if (base + dram_pj) * time >= best_cost:  # no placement can win: hops >= 0
+            continue
         for order in placement_orders(part):
             pos = _positions(part, order, cores)
             hops = _hops(tr, pos, ports, wgt_div)

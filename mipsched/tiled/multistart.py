@@ -9,10 +9,16 @@ every worker inherits a warm leaf cache.
 
 Time limit: the seeds run in ceil(seeds / jobs) waves; each seed gets the time left
 divided by the waves still to run, so the last wave ends by the deadline.
+
+`search_method` (what `solve` and `compare` run) then gives SET's best tree to the
+CP-SAT placement pass (`place_best`, mipsched's extension: core counts per S-Cut child
+that minimise the slowest child, children ordered to minimise byte-hops), kept only
+when it lowers the objective.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import time
 from collections.abc import Sequence
@@ -20,8 +26,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from mipsched.hw.tiled import TiledHardware
+from mipsched.tiled.evaluate import evaluate_tree
+from mipsched.tiled.placement import plan_tree
 from mipsched.tiled.ratree import RaTree
-from mipsched.tiled.search import SearchResult, init_tree, search
+from mipsched.tiled.search import SearchResult, init_tree, objective_cost, search
 from mipsched.workload.graph import Workload
 
 RUNS = {"set": (2, 200), "ls": (4, 100), "lp": (4, 100)}
@@ -35,7 +43,10 @@ _CACHES: dict[tuple[str, str], dict] = {}
 worker inherits the parent's); a new pair replaces the old one."""
 
 
-def _cache_for(hw: TiledHardware, workload: Workload) -> dict:
+def leaf_cache(hw: TiledHardware, workload: Workload) -> dict:
+    """This process's leaf cache for (`hw`, `workload`): after `search_seeds` it holds
+    the leaf searches of every seed's best tree, so evaluating, replaying or re-planning
+    that tree searches no leaf again."""
     key = (hw.digest(), workload.digest())
     if key not in _CACHES:
         _CACHES.clear()
@@ -51,6 +62,19 @@ class SeedsResult:
     costs: dict[int, float]
     """Final objective value per seed."""
     seconds: float
+    placement: PlacementGain | None = None
+    """What the CP-SAT placement pass did to the best tree (None: not run)."""
+
+
+@dataclass(frozen=True)
+class PlacementGain:
+    """The placement pass on the best tree: S Cuts re-planned, objective before and
+    after (after = before when the re-planned tree is not better and is dropped)."""
+
+    cuts: int
+    cost_before: float
+    cost_after: float
+    seconds: float
 
 
 @dataclass(frozen=True)
@@ -65,11 +89,36 @@ class _Job:
     start: RaTree | None
 
 
-def _run(job: _Job) -> SearchResult:
-    return search(job.hw, job.workload, job.method, seed=job.seed,
-                  rounds_per_layer=job.rounds_per_layer, time_limit=job.time_limit,
-                  objective=job.objective, start=job.start,
-                  cache=_cache_for(job.hw, job.workload))
+def _run(job: _Job) -> tuple[SearchResult, dict]:
+    """One seed's search, and the cache entries that evaluate its best tree (so the
+    parent re-evaluates, replays and re-plans that tree without searching its leaves
+    again: a forked worker's cache does not come back by itself)."""
+    cache = leaf_cache(job.hw, job.workload)
+    found = search(job.hw, job.workload, job.method, seed=job.seed,
+                   rounds_per_layer=job.rounds_per_layer, time_limit=job.time_limit,
+                   objective=job.objective, start=job.start, cache=cache)
+    used = _Recorder(cache)
+    evaluate_tree(job.hw, job.workload, found.tree, cache=used)
+    return found, dict(used)
+
+
+class _Recorder(dict):
+    """A cache that starts empty and copies in every leaf entry of `source` it is asked
+    for: afterwards it holds exactly the leaf searches an evaluation used. Whole
+    segments (`evaluate._segment`'s entries) are not copied, so that the evaluation
+    asks for their leaves, which the simulator and the placement pass look up."""
+
+    def __init__(self, source: dict) -> None:
+        super().__init__()
+        self.source = source
+
+    def __contains__(self, key: object) -> bool:
+        if dict.__contains__(self, key):
+            return True
+        if not (isinstance(key, tuple) and key[:1] == ("segment",)) and key in self.source:
+            self[key] = self.source[key]
+            return True
+        return False
 
 
 def search_seeds(hw: TiledHardware, workload: Workload, method: str = "set",
@@ -82,7 +131,7 @@ def search_seeds(hw: TiledHardware, workload: Workload, method: str = "set",
         raise ValueError("search_seeds needs at least one seed")
     began = time.perf_counter()
     if start is None:
-        init_tree(hw, workload, _cache_for(hw, workload))  # warms the cache every worker inherits
+        init_tree(hw, workload, leaf_cache(hw, workload))  # warms the cache every worker inherits
     jobs = max(1, min(jobs, len(seeds)))
     results: dict[int, SearchResult] = {}
     groups = [list(seeds[i:i + jobs]) for i in range(0, len(seeds), jobs)]
@@ -97,7 +146,9 @@ def search_seeds(hw: TiledHardware, workload: Workload, method: str = "set",
             batch = [_Job(hw, workload, method, s, rounds_per_layer, limit, objective, start)
                      for s in group]
             outcomes = map(_run, batch) if pool is None else pool.map(_run, batch)
-            results.update(zip(group, outcomes, strict=True))
+            for seed, (found, used) in zip(group, outcomes, strict=True):
+                results[seed] = found
+                leaf_cache(hw, workload).update(used)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
@@ -108,12 +159,51 @@ def search_seeds(hw: TiledHardware, workload: Workload, method: str = "set",
 
 def search_method(hw: TiledHardware, workload: Workload, method: str, seed: int = 0,
                   jobs: int = 2, time_limit: float | None = None, objective: str = "edp",
-                  rounds_per_layer: int | None = None) -> SeedsResult:
+                  rounds_per_layer: int | None = None, place: bool = True) -> SeedsResult:
     """`search_seeds` with the method's default runs (`RUNS`): seeds seed, seed + 1, ...;
-    `rounds_per_layer` overrides the method's rounds."""
+    `rounds_per_layer` overrides the method's rounds. For `set` with `place`, the best
+    tree then goes through `place_best` (at most PLACEMENT_SHARE of `time_limit`); LS
+    and LP stay the reference's baselines."""
     if method not in RUNS:
         raise ValueError(f"method '{method}': expected one of {', '.join(RUNS)}")
+    began = time.perf_counter()
+    placing = place and method == "set"
     n_seeds, rounds = RUNS[method]
-    return search_seeds(hw, workload, method, tuple(range(seed, seed + n_seeds)), jobs,
-                        rounds_per_layer or rounds, time_limit, objective)
+    search_limit = time_limit
+    if placing and time_limit is not None:
+        search_limit = time_limit * (1 - PLACEMENT_SHARE)
+    found = search_seeds(hw, workload, method, tuple(range(seed, seed + n_seeds)), jobs,
+                         rounds_per_layer or rounds, search_limit, objective)
+    if placing:
+        deadline = None if time_limit is None else began + time_limit
+        found.best, found.placement = place_best(hw, workload, found.best, objective,
+                                                 deadline)
+        found.seconds = time.perf_counter() - began
+    return found
 
+
+PLACEMENT_SHARE = 0.1
+"""Share of a search's time limit kept for the placement pass."""
+
+
+def place_best(hw: TiledHardware, workload: Workload, found: SearchResult, objective: str,
+               deadline: float | None = None) -> tuple[SearchResult, PlacementGain]:
+    """`found` with its tree's S Cuts re-planned by `placement.plan_tree` (CP-SAT core
+    counts, then the order of the children that minimises byte-hops), when that lowers
+    the objective; else `found` unchanged. Cuts not reached by `deadline`
+    (`time.perf_counter()`) keep SET's allocation."""
+    began = time.perf_counter()
+    try:
+        plan = plan_tree(hw, workload, found.tree, cache=leaf_cache(hw, workload),
+                         deadline=deadline)
+    except ValueError:  # a cut with no feasible counts: keep SET's allocation
+        plan = None
+    before = found.cost
+    if plan is None or plan.evaluation is None or not plan.cuts:
+        return found, PlacementGain(0, before, before, time.perf_counter() - began)
+    cost = objective_cost(plan.evaluation, objective)
+    if cost < before:
+        found = dataclasses.replace(found, tree=plan.tree, evaluation=plan.evaluation,
+                                    cost=cost)
+    return found, PlacementGain(len(plan.cuts), before, found.cost,
+                                time.perf_counter() - began)

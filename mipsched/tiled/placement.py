@@ -10,32 +10,30 @@
    between the ports and its tiles; each term rounded. `best_order`: exact over the
    orders of the children back to back; `cp_sat_placement`: over any disjoint ranges.
 3. A tree (`plan_tree`): every S Cut top-down, then the tree re-evaluated under the
-   chosen ranges (`evaluate_with_ranges`). Units: cycles, bytes, byte-hops.
+   chosen ranges (`with_ranges`: the tree with every S Cut's `ranges` set, which
+   `evaluate_tree`, the simulator and the plot honour). Units: cycles, bytes, byte-hops.
 """
 
 from __future__ import annotations
 
 import itertools
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from mipsched.formulations.solver import SolveStatus, new_model, solve
 from mipsched.hw.tiled import TiledHardware
-from mipsched.tiled import evaluate as _evaluate
 from mipsched.tiled.evaluate import DEFAULT_STRIDE, Evaluation, evaluate_tree
-from mipsched.tiled.leaf import Layout, LeafResult, Source, search_leaf
-from mipsched.tiled.ratree import Cut, Leaf, Node, RaTree, layers_of
+from mipsched.tiled.leaf import Layout, Source, search_leaf
+from mipsched.tiled.ratree import Cut, Leaf, Node, RaTree, TreeError, check_ranges, layers_of
 from mipsched.tiled.structure import (
     allocate,
+    child_spans,
     core_positions,
     stages,
     stores_to_dram,
-    sub_clusters,
     unit_time,
     via_dram,
 )
@@ -322,6 +320,8 @@ class TreePlan:
 
     baseline: Evaluation
     cuts: tuple[CutPlan, ...]
+    tree: RaTree
+    """The tree with every S Cut's planned `ranges`."""
     evaluation: Evaluation | None
 
 
@@ -360,13 +360,9 @@ class _Timer:
         nested S Cut (n + S) x its slowest child's under the reference's allocation."""
         if isinstance(node, Leaf):
             return self.leaf(node.layer, batch, first, last)
-        spans = [(first, last)] * len(node.children)
-        if node.kind == "S":
-            sizes = allocate([unit_time(c, self.workload) for c in node.children],
-                             last - first, self.min_util)
-            if sizes is None:
-                return None
-            spans = sub_clusters(first, sizes)
+        spans = child_spans(node, self.workload, first, last, self.min_util)
+        if spans is None:
+            return None
         times = [self.node(c, batch // node.subbatches, lo, hi)
                  for c, (lo, hi) in zip(node.children, spans, strict=True)]
         known = [t for t in times if t is not None]
@@ -379,11 +375,13 @@ class _Timer:
 
 def plan_tree(hw: TiledHardware, workload: Workload, tree: RaTree,
               stride: int = DEFAULT_STRIDE, min_util: float = 0.75, cache: dict | None = None,
-              place: bool = True, time_limit: float = TIME_LIMIT) -> TreePlan:
+              place: bool = True, time_limit: float = TIME_LIMIT,
+              deadline: float | None = None) -> TreePlan:
     """`cp_sat_counts` and (with `place`; else the children back to back in child order)
     `best_order` for every S Cut of `tree`, top-down, then the tree re-evaluated under
     them. A cut's tables: time_i(c) = `_Timer.node` of child i on the cut's first c
-    cores. ValueError when the reference rejects the tree or a cut has no feasible
+    cores. Once `time.perf_counter()` passes `deadline`, the remaining cuts keep their
+    allocation. ValueError when the reference rejects the tree or a cut has no feasible
     counts."""
     cache = {} if cache is None else cache
     baseline = evaluate_tree(hw, workload, tree, stride, min_util, cache)
@@ -393,18 +391,22 @@ def plan_tree(hw: TiledHardware, workload: Workload, tree: RaTree,
     plans: list[CutPlan] = []
     spans = {"root": (0, hw.n_tiles)}
     for path, node, batch in tree.nodes():  # parents first
-        if isinstance(node, Cut):
-            first, last = spans[path]
-            ranges: Ranges = ((0, last - first),) * len(node.children)
-            if node.kind == "S":
-                plans.append(_plan_cut(timer, node, path, batch // node.subbatches,
-                                       spans[path], place, time_limit))
-                ranges = plans[-1].ranges
-            spans.update({f"{path}.{k}": (first + lo, first + hi)
-                          for k, (lo, hi) in enumerate(ranges)})
-    evaluation = evaluate_with_ranges(hw, workload, tree, {p.path: p.ranges for p in plans},
-                                      stride, min_util, cache)
-    return TreePlan(baseline, tuple(plans), evaluation)
+        if not isinstance(node, Cut):
+            continue
+        first, last = spans[path]
+        if node.kind == "S" and (deadline is None or time.perf_counter() < deadline):
+            plans.append(_plan_cut(timer, node, path, batch // node.subbatches,
+                                   spans[path], place, time_limit))
+            children = [(first + lo, first + hi) for lo, hi in plans[-1].ranges]
+        else:
+            kept = child_spans(node, workload, first, last, min_util)
+            if kept is None:  # its allocation fails on its new cores: the tree is rejected
+                break
+            children = kept
+        spans.update({f"{path}.{k}": span for k, span in enumerate(children)})
+    planned = with_ranges(tree, {p.path: p.ranges for p in plans})
+    return TreePlan(baseline, tuple(plans), planned,
+                    evaluate_tree(hw, workload, planned, stride, min_util, cache))
 
 
 def _plan_cut(timer: _Timer, cut: Cut, path: str, child_batch: int, span: tuple[int, int],
@@ -430,69 +432,26 @@ def _plan_cut(timer: _Timer, cut: Cut, path: str, child_batch: int, span: tuple[
                    placed, cut.subbatches + max(stages(cut, wl)), tables, mesh, traffic)
 
 
-# --- evaluation under given ranges -----------------------------------------------------------
-_PATCH_LOCK = threading.Lock()
-_HOOKED = ("unit_time", "allocate", "sub_clusters")
+def with_ranges(tree: RaTree, ranges: Mapping[str, Ranges]) -> RaTree:
+    """`tree` with the S Cut at each path ("root.1.2") of `ranges` given those core
+    ranges (offsets from the cut's first core); ValueError when a path is not an S Cut
+    of as many children or the ranges are not disjoint."""
+    def build(node: Node, path: str) -> Node:
+        if isinstance(node, Leaf):
+            return node
+        children = tuple(build(c, f"{path}.{k}") for k, c in enumerate(node.children))
+        own = ranges.get(path, node.ranges)
+        if path in ranges and node.kind != "S":
+            raise ValueError(f"{path}: not an S Cut")
+        planned = Cut(node.kind, children, node.subbatches, own)
+        if own is not None:
+            try:
+                check_ranges(path, planned)
+            except TreeError as err:
+                raise ValueError(str(err)) from None
+        return planned
 
-
-def evaluate_with_ranges(hw: TiledHardware, workload: Workload, tree: RaTree,
-                         ranges: Mapping[str, Ranges], stride: int = DEFAULT_STRIDE,
-                         min_util: float = 0.75, cache: dict | None = None
-                         ) -> Evaluation | None:
-    """`evaluate_tree`, except that the S Cut at each path ("root.1.2") of `ranges` gives
-    child i the cores [first + lo_i, first + hi_i) of its own range [first, last) instead
-    of `allocate` + `sub_clusters` (no utilisation test). A stand-in for an `allocation=`
-    hook of `evaluate_tree`: it swaps the names `evaluate._node` looks up (`_HOOKED`),
-    under a lock, so it must not run alongside `evaluate_tree` in another thread. Only
-    leaf searches go to and from `cache`."""
-    by_children: dict[tuple[tuple[str, ...], ...], Ranges] = {}
-    for path, rs in ranges.items():
-        node = next((n for p, n, _ in tree.nodes() if p == path), None)
-        spans = sorted(rs)
-        if not (isinstance(node, Cut) and node.kind == "S" and len(rs) == len(node.children)
-                and spans[0][0] >= 0 and all(lo < hi for lo, hi in spans)
-                and all(a[1] <= b[0] for a, b in itertools.pairwise(spans))):
-            raise ValueError(f"{path}: not an S Cut of {len(rs)} disjoint ranges {rs}")
-        by_children[tuple(tuple(layers_of(c)) for c in node.children)] = tuple(rs)
-    own = {k: v for k, v in (cache or {}).items() if isinstance(v, LeafResult)}
-    with _PATCH_LOCK, _patched(by_children):
-        result = evaluate_tree(hw, workload, tree, stride, min_util, own)
-    if cache is not None:  # leaf searches only: what else it memoises assumed `allocate`
-        cache.update((k, v) for k, v in own.items() if isinstance(v, LeafResult))
-    return result
-
-
-@contextmanager
-def _patched(plans: Mapping[tuple[tuple[str, ...], ...], Ranges]) -> Iterator[None]:
-    """`evaluate._node` calls unit_time on every child of an S Cut, then allocate, then
-    sub_clusters: the first identifies the cut, the others return its planned ranges."""
-    pending: list[Node] = []
-    chosen: list[Ranges] = []
-
-    def spy(node: Node, workload: Workload) -> float:
-        pending.append(node)
-        return unit_time(node, workload)
-
-    def alloc(times: Sequence[float], cores: int, min_util: float = 0.75) -> list[int] | None:
-        rs = plans.get(tuple(tuple(layers_of(c)) for c in pending[len(pending) - len(times):]))
-        pending.clear()
-        if rs is None:
-            return allocate(times, cores, min_util)
-        if max(hi for _, hi in rs) > cores:
-            raise ValueError(f"ranges {rs} exceed the cut's {cores} cores")
-        chosen.append(rs)
-        return [hi - lo for lo, hi in rs]
-
-    def clusters(first: int, sizes: Sequence[int]) -> list[tuple[int, int]]:
-        if chosen:
-            return [(first + lo, first + hi) for lo, hi in chosen.pop()]
-        return sub_clusters(first, sizes)
-
-    saved = [getattr(_evaluate, n) for n in _HOOKED]
-    for name, hook in zip(_HOOKED, (spy, alloc, clusters), strict=True):
-        setattr(_evaluate, name, hook)
-    try:
-        yield
-    finally:
-        for name, old in zip(_HOOKED, saved, strict=True):
-            setattr(_evaluate, name, old)
+    missing = set(ranges) - {p for p, _, _ in tree.nodes()}
+    if missing:
+        raise ValueError(f"{sorted(missing)[0]}: no such node")
+    return RaTree(build(tree.root, "root"), tree.batch)

@@ -1,7 +1,8 @@
 """Random RA trees of a workload, for property tests (the simulator against the analytic
 model) and for fuzzing: a random topological order of the layers, cut into segments
 under a root T Cut, each segment a leaf or a random nesting of S and T Cuts with random
-sub-batch counts (divisors of the node's batch).
+sub-batch counts (divisors of the node's batch); a third of the S Cuts carry explicit
+core ranges (`Cut.ranges`, as mipsched's placement writes them).
 
 The choices come from a `pick(lo, hi)` callable returning an integer in [lo, hi], so
 that a caller may draw them from `random.Random.randint` or from a hypothesis strategy
@@ -59,7 +60,25 @@ def _node(layers: list[str], batch: int, depth: int, pick: Pick) -> tuple[Node, 
     n = _divisor(batch, pick)
     parts = [[x] for x in layers] if depth == 0 else _groups(layers, pick, True)
     children = tuple(_node(p, batch // n, depth - 1, pick)[0] for p in parts)
-    return Cut(kind, children, n), batch // n
+    ranges = _ranges(len(children), pick) if kind == "S" and pick(0, 2) == 0 else None
+    return Cut(kind, children, n, ranges), batch // n
+
+
+def _ranges(k: int, pick: Pick) -> tuple[tuple[int, int], ...]:
+    """Explicit core ranges for `k` children: 1 to 3 cores each, gaps of 0 or 1 core,
+    in a random order of the children (it may not fit a small cut: then the machine
+    rejects the tree)."""
+    order = list(range(k))
+    for i in range(k - 1, 0, -1):  # Fisher-Yates with `pick`
+        j = pick(0, i)
+        order[i], order[j] = order[j], order[i]
+    spans: dict[int, tuple[int, int]] = {}
+    lo = pick(0, 1)
+    for child in order:
+        size = pick(1, 3)
+        spans[child] = (lo, lo + size)
+        lo += size + pick(0, 1)
+    return tuple(spans[c] for c in range(k))
 
 
 def random_tree(workload: Workload, pick: Pick, max_depth: int = 3) -> RaTree:

@@ -48,6 +48,11 @@ class Cut:
     children: tuple[Node, ...]
     subbatches: int = 1
     """Sub-batches the node's batch is split into; each child processes one at a time."""
+    ranges: tuple[tuple[int, int], ...] | None = None
+    """S Cut only: the cores [lo, hi) of each child, as offsets from the cut's first core
+    (disjoint; mipsched's CP-SAT placement, `mipsched.tiled.placement`). None: SET's
+    proportional allocation, children back to back in child order
+    (`structure.child_spans`)."""
 
 
 Node = Leaf | Cut
@@ -123,6 +128,25 @@ def _check_cut(path: str, cut: Cut, batch: int) -> None:
     if cut.subbatches < 1 or batch % cut.subbatches:
         raise TreeError(f"{path}: {cut.subbatches} sub-batches do not divide its batch "
                         f"of {batch}")
+    if cut.ranges is not None:
+        check_ranges(path, cut)
+
+
+def check_ranges(path: str, cut: Cut) -> None:
+    """An S Cut's explicit core ranges: one per child, non-empty, from offset 0 up,
+    disjoint. Whether they fit the cut's cores is known only on a machine
+    (`structure.child_spans`)."""
+    ranges = cut.ranges or ()
+    if cut.kind != "S":
+        raise TreeError(f"{path}: only an S Cut has core ranges")
+    if len(ranges) != len(cut.children):
+        raise TreeError(f"{path}: {len(ranges)} core ranges for {len(cut.children)} "
+                        "children")
+    spans = sorted(ranges)
+    if spans[0][0] < 0 or any(lo >= hi for lo, hi in spans) or any(
+            a[1] > b[0] for a, b in zip(spans, spans[1:], strict=False)):
+        raise TreeError(f"{path}: core ranges {[list(r) for r in ranges]} must be "
+                        "non-empty, disjoint [lo, hi) offsets from 0")
 
 
 def _check_leaves(order: list[str], workload: Workload) -> None:
@@ -146,15 +170,19 @@ def _check_leaves(order: list[str], workload: Workload) -> None:
 
 def tree_json(tree: RaTree) -> dict[str, Any]:
     """The tree as JSON: {"batch": b, "root": node}; a leaf {"layer": name}, a cut
-    {"kind": "S"|"T", "subbatches": sb, "children": [...]}."""
+    {"kind": "S"|"T", "subbatches": sb, "children": [...]}, and an S Cut with explicit
+    core ranges also "ranges": [[lo, hi], ...] (offsets from its first core)."""
     return {"batch": tree.batch, "root": _node_json(tree.root)}
 
 
 def _node_json(node: Node) -> dict[str, Any]:
     if isinstance(node, Leaf):
         return {"layer": node.layer}
-    return {"kind": node.kind, "subbatches": node.subbatches,
-            "children": [_node_json(c) for c in node.children]}
+    data: dict[str, Any] = {"kind": node.kind, "subbatches": node.subbatches,
+                            "children": [_node_json(c) for c in node.children]}
+    if node.ranges is not None:
+        data["ranges"] = [list(r) for r in node.ranges]
+    return data
 
 
 def parse_tree(data: Any) -> RaTree:
@@ -172,12 +200,25 @@ def _parse_node(data: Any, path: str, depth: int) -> Node:
         raise TreeError(f"{path}: deeper than {MAX_DEPTH} levels")
     if isinstance(data, dict) and set(data) == {"layer"} and isinstance(data["layer"], str):
         return Leaf(data["layer"])
-    if not (isinstance(data, dict) and set(data) == {"kind", "subbatches", "children"}
+    if not (isinstance(data, dict) and {"kind", "subbatches", "children"} <= set(data)
+            <= {"kind", "subbatches", "children", "ranges"}
             and isinstance(data["children"], list)):
         raise TreeError(f"{path}: expected {{\"layer\": name}} or {{\"kind\", "
-                        "\"subbatches\", \"children\": [...]}}")
+                        "\"subbatches\", \"children\": [...]}} (and optionally \"ranges\")")
     sb = data["subbatches"]
     if isinstance(sb, bool) or not isinstance(sb, int):
         raise TreeError(f"{path}: subbatches must be an integer, got {sb!r}")
     return Cut(str(data["kind"]), tuple(_parse_node(c, f"{path}.{k}", depth + 1)
-                                        for k, c in enumerate(data["children"])), sb)
+                                        for k, c in enumerate(data["children"])), sb,
+               _parse_ranges(data.get("ranges"), path))
+
+
+def _parse_ranges(data: Any, path: str) -> tuple[tuple[int, int], ...] | None:
+    """The "ranges" of a cut: None, or a list of [lo, hi] integer pairs."""
+    if data is None:
+        return None
+    if not (isinstance(data, list) and all(
+            isinstance(r, list) and len(r) == 2 and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in r) for r in data)):
+        raise TreeError(f"{path}: ranges must be a list of [lo, hi] integer pairs")
+    return tuple((r[0], r[1]) for r in data)

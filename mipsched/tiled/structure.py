@@ -295,3 +295,20 @@ def sub_clusters(first: int, sizes: Sequence[int]) -> list[tuple[int, int]]:
         ranges.append((first, first + size))
         first += size
     return ranges
+
+
+def child_spans(cut: Cut, workload: Workload, first: int, last: int,
+                min_util: float = 0.75) -> list[tuple[int, int]] | None:
+    """The cores [from, to) of each child of `cut`, which runs on cores [first, last):
+    a T Cut gives every child all of them; an S Cut with explicit `ranges` gives child i
+    [first + lo_i, first + hi_i) (None when a range ends past `last`; no utilisation
+    test: mipsched's placement chose them); otherwise SET's `allocate` +
+    `sub_clusters` (None when the allocation fails its utilisation test)."""
+    if cut.kind == "T":
+        return [(first, last)] * len(cut.children)
+    if cut.ranges is not None:
+        if max(hi for _, hi in cut.ranges) > last - first:
+            return None
+        return [(first + lo, first + hi) for lo, hi in cut.ranges]
+    sizes = allocate([unit_time(c, workload) for c in cut.children], last - first, min_util)
+    return None if sizes is None else sub_clusters(first, sizes)
