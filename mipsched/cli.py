@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mipsched import strict
+from mipsched import cli_tiled, strict
 from mipsched.atomic import write_text_atomic
 from mipsched.cli_common import (
     EXIT_BAD_INPUT,
@@ -31,14 +31,6 @@ from mipsched.cli_common import emit_json as _emit_json
 from mipsched.cli_common import run_command as _run
 from mipsched.cli_explore import explore_cmd
 from mipsched.cli_sweep import sweep_cmd
-from mipsched.cli_tiled import (
-    compare_tiled_cmd,
-    eval_ratree,
-    is_ratree,
-    plot_ratree,
-    simulate_ratree,
-    solve_tiled,
-)
 from mipsched.core import WindowSettings
 from mipsched.errors import InputError
 from mipsched.hw import PRESETS, load_hardware
@@ -209,8 +201,8 @@ def solve_cmd(net: Net, hw: Hw = "edge", batch: Batch = 1,
                                    unknown_as_eltwise=unknown_as_eltwise)
         machine = load_any_hardware(hw)
         if isinstance(machine, TiledHardware):
-            return solve_tiled(workload, machine, method, seed, time_limit, objective, out,
-                               as_json, run_started(), workers)
+            return cli_tiled.solve_tiled(workload, machine, method, seed, time_limit,
+                                         objective, out, as_json, run_started(), workers)
         hardware = machine
         limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
         with progress.status(f"solving {workload.name} on {hardware.name} with {chosen}, "
@@ -259,8 +251,8 @@ def eval_cmd(file: File, solution: Solution = None, as_json: JsonObject = False)
     ratree.json: its cost model)."""
 
     def body() -> int:
-        if is_ratree(file):  # a tiled machine's RA tree: SET's cost model
-            return eval_ratree(file, solution, as_json)
+        if cli_tiled.is_ratree(file):  # a tiled machine's RA tree: SET's cost model
+            return cli_tiled.eval_ratree(file, solution, as_json)
         r = load_replayable(file, solution)
         result = evaluation_result(r)
         _show_figures(result, f"{file.name} ({r.method})", as_json)
@@ -287,8 +279,8 @@ def simulate_cmd(
     model; exit code 1 when they disagree)."""
 
     def body() -> int:
-        if is_ratree(file):  # a tiled machine's RA tree: its discrete-event replay
-            return simulate_ratree(file, solution, trace, csv_path, as_json)
+        if cli_tiled.is_ratree(file):  # a tiled machine's RA tree: its discrete-event replay
+            return cli_tiled.simulate_ratree(file, solution, trace, csv_path, as_json)
         r = load_replayable(file, solution)
         sim, result = simulation_result(r, trace, csv_path)
         if as_json:
@@ -319,8 +311,8 @@ def plot_cmd(
     def body() -> int:
         if output.suffix.lower() not in (".png", ".svg"):
             raise InputError(f"{output}: the picture must end in .png or .svg")
-        if is_ratree(file):  # a tiled machine's RA tree: the mesh picture
-            return plot_ratree(file, output, solution)
+        if cli_tiled.is_ratree(file):  # a tiled machine's RA tree: the mesh picture
+            return cli_tiled.plot_ratree(file, output, solution)
         from mipsched.report.plot import save_plot  # matplotlib: only when plotting
 
         r = load_replayable(file, solution)
@@ -362,8 +354,9 @@ def compare_cmd(
     def body() -> int:
         hardware = load_any_hardware(hw)
         if isinstance(hardware, TiledHardware):
-            return compare_tiled_cmd(nets, hardware, methods, batch, baseline, objective,
-                                     seed, time_limit, out, wide, as_json)
+            return cli_tiled.compare_tiled_cmd(nets, hardware, methods, batch, baseline,
+                                               objective, seed, time_limit, out, wide,
+                                               as_json)
         chosen, base = methods_and_baseline(methods or "baseline,sa", baseline)
         workloads = [resolve_network(n, batch) for n in nets]
         out.mkdir(parents=True, exist_ok=True)

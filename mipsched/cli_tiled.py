@@ -15,19 +15,13 @@
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import os
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from rich import box
-from rich.table import Table
 
 from mipsched import strict
 from mipsched.atomic import write_json_atomic, write_text_atomic
@@ -37,6 +31,12 @@ from mipsched.hw.tiled import TiledHardware, check_tiled
 from mipsched.jsonread import JsonObject
 from mipsched.report.results import safe_name
 from mipsched.report.tables import figures_table, tiled_segments_table
+from mipsched.report.tiled_compare import (
+    compare_csv,
+    compare_markdown,
+    compare_tiled_table,
+    row_dict,
+)
 from mipsched.report.tiled_trace import (
     segment_rows,
     write_tasks_csv,
@@ -45,7 +45,6 @@ from mipsched.report.tiled_trace import (
 from mipsched.schedule.tile_program import read_json
 from mipsched.solve.tiled_compare import (
     TILED_METHODS,
-    TiledCompareRow,
     check_objective,
     compare_tiled,
     tiled_methods_and_baseline,
@@ -55,8 +54,9 @@ from mipsched.tiled.evaluate import Evaluation, evaluate_tree
 from mipsched.tiled.multistart import RUNS, leaf_cache, search_method
 from mipsched.tiled.noc import Link, link_target
 from mipsched.tiled.ratree import Cut, RaTree, check_tree, parse_tree, tree_json
+from mipsched.tiled.replay_check import checked_replay
 from mipsched.tiled.search import SearchResult
-from mipsched.tiled.simulate import TiledTrace, checked_replay
+from mipsched.tiled.simulate import TiledTrace
 from mipsched.workload.graph import Workload
 from mipsched.workload.resolve import resolve_network
 from mipsched.workload.yaml_format import read_workload, workload_dict
@@ -405,96 +405,3 @@ def compare_tiled_cmd(nets: list[str], hw: TiledHardware, methods: str | None,
     console.print(compare_tiled_table(rows, title, wide))
     console.print(f"wrote {out}/compare.csv and compare.md")
     return 0
-
-
-COLUMNS = tuple(f.name for f in fields(TiledCompareRow) if f.name != "tree")
-"""The columns of compare.csv and of the JSON rows (every field but the tree)."""
-
-
-def row_dict(row: TiledCompareRow) -> dict[str, Any]:
-    """Every column of a row (cycles, pJ, pJ x cycles, bytes, seconds)."""
-    return {name: getattr(row, name) for name in COLUMNS}
-
-
-def compare_csv(rows: list[TiledCompareRow]) -> str:
-    """Every column of every row as CSV."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=list(COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow(row_dict(r))
-    return out.getvalue()
-
-
-def _cell(value: Any) -> str:
-    """A markdown cell: floats to 3 significant digits, ints with separators, None as a
-    dash."""
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.3g}" if abs(value) < 1e5 else f"{value:.3e}"
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-MARKDOWN_COLUMNS = (("network", "network"), ("batch", "batch"), ("method", "method"),
-                    ("status", "status"), ("latency_cycles", "latency (cycles)"),
-                    ("energy_pj", "energy (pJ)"), ("edp", "EDP"),
-                    ("dram_bytes", "DRAM bytes"), ("noc_byte_hops", "NoC byte-hops"),
-                    ("n_segments", "segments"), ("runtime_s", "runtime (s)"),
-                    ("speedup", "speedup"), ("energy_ratio", "energy ratio"),
-                    ("edp_ratio", "EDP ratio"), ("lower_bound_cycles", "bound (cycles)"),
-                    ("gap", "gap to bound"), ("edp_lower_bound", "EDP bound"),
-                    ("edp_gap", "EDP gap"))
-
-
-def compare_markdown(rows: list[TiledCompareRow]) -> str:
-    """The rows as a markdown table (every column but the seed, rounds and reason)."""
-    head = "| " + " | ".join(title for _, title in MARKDOWN_COLUMNS) + " |"
-    rule = "|" + "|".join("---" for _ in MARKDOWN_COLUMNS) + "|"
-    body = ["| " + " | ".join(_cell(getattr(r, key)) for key, _ in MARKDOWN_COLUMNS) + " |"
-            for r in rows]
-    return "\n".join([head, rule, *body]) + "\n"
-
-
-def _or_dash(value: Any, text: Callable[[Any], str]) -> str:
-    return "—" if value is None else text(value)
-
-
-TERMINAL_COLUMNS: tuple[tuple[str, Callable[[TiledCompareRow], str], bool], ...] = (
-    ("network", lambda r: r.network, True),
-    ("method", lambda r: r.method, True),
-    ("status", lambda r: r.status, True),
-    ("latency", lambda r: _or_dash(r.latency_cycles, "{:,}".format), True),
-    ("energy", lambda r: _or_dash(r.energy_pj, lambda pj: f"{pj / 1e6:,.1f}"), True),
-    ("E×D", lambda r: _or_dash(r.edp, "{:.3g}".format), True),
-    ("E×D×", lambda r: _or_dash(r.edp_ratio, "{:.2f}".format), True),
-    ("gap", lambda r: _or_dash(r.gap, "{:.1%}".format), True),
-    ("segs", lambda r: _or_dash(r.n_segments, str), False),
-    ("s", lambda r: f"{r.runtime_s:.1f}", False),
-    ("speedup", lambda r: _or_dash(r.speedup, "{:.2f}×".format), False),
-    ("energy×", lambda r: _or_dash(r.energy_ratio, "{:.2f}".format), False),
-    ("bound", lambda r: _or_dash(r.lower_bound_cycles, "{:,}".format), False),
-    ("E×D gap", lambda r: _or_dash(r.edp_gap, "{:.1%}".format), False),
-)
-"""Title, cell and whether it is shown without --wide (the rest: --wide, compare.md)."""
-
-
-def compare_tiled_table(rows: list[TiledCompareRow], title: str, wide: bool) -> Table:
-    """The rows as a terminal table in the single-core compare's style: latency
-    (cycles), energy (µJ), E x D (pJ x cycles), its ratio to the baseline and the gap
-    to the latency bound; with `wide` also segments, seconds, speedup, energy ratio,
-    the bound (cycles) and the E x D gap."""
-    columns = [c for c in TERMINAL_COLUMNS if wide or c[2]]
-    more = "" if wide else "; more columns: --wide, compare.md"
-    table = Table(title=f"{title} (latency in cycles, energy in µJ, E×D in pJ × cycles"
-                        f"{more})", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
-                  padding=(0, 1, 0, 0))
-    for name, _, _ in columns:
-        text = name in ("network", "method", "status")
-        table.add_column(name, justify="left" if text else "right",
-                         overflow="fold", no_wrap=not text)
-    for r in rows:
-        table.add_row(*(cell(r) for _, cell, _ in columns))
-    return table

@@ -13,9 +13,10 @@ import pytest
 from typer.testing import CliRunner
 
 from mipsched.cli import app
-from mipsched.cli_tiled import COLUMNS, load_ratree, ratree_document
+from mipsched.cli_tiled import load_ratree, ratree_document
 from mipsched.hw.tiled import TiledHardware, load_tiled_hardware
 from mipsched.report.mesh_plot import MAX_PANELS, mesh_picture, save_mesh_plot, shown_panels
+from mipsched.report.tiled_compare import COLUMNS
 from mipsched.solve.tiled_compare import compare_tiled, tiled_methods_and_baseline
 from mipsched.tiled.bound import tiled_bounds
 from mipsched.tiled.evaluate import Evaluation, evaluate_tree

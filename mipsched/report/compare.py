@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -51,9 +51,15 @@ MARKDOWN_COLUMNS = (("network", "network"), ("method", "method"), ("status", "st
 
 def to_markdown(rows: list[CompareRow]) -> str:
     """Every column but the reason of every row as a markdown table."""
-    head = "| " + " | ".join(title for _, title in MARKDOWN_COLUMNS) + " |"
-    rule = "|" + "|".join("---" for _ in MARKDOWN_COLUMNS) + "|"
-    body = ["| " + " | ".join(_fmt(getattr(r, key)) for key, _ in MARKDOWN_COLUMNS) + " |"
+    return markdown_table(rows, MARKDOWN_COLUMNS)
+
+
+def markdown_table(rows: Sequence[object], columns: Sequence[tuple[str, str]]) -> str:
+    """`rows` as a markdown table: one column per (attribute, title) of `columns`, cells
+    by `_fmt`."""
+    head = "| " + " | ".join(title for _, title in columns) + " |"
+    rule = "|" + "|".join("---" for _ in columns) + "|"
+    body = ["| " + " | ".join(_fmt(getattr(r, key)) for key, _ in columns) + " |"
             for r in rows]
     return "\n".join([head, rule, *body]) + "\n"
 
@@ -64,7 +70,7 @@ def write_compare(out: Path, rows: list[CompareRow]) -> None:
     write_text_atomic(out / "compare.md", to_markdown(rows))
 
 
-def _or_dash(value, text: Callable[[object], str]) -> str:
+def or_dash(value, text: Callable[[object], str]) -> str:
     """`text(value)`, or a dash for None."""
     return "—" if value is None else text(value)
 
@@ -75,17 +81,17 @@ TERMINAL_COLUMNS: tuple[tuple[str, Callable[[CompareRow], str], bool], ...] = (
     ("network", lambda r: r.network, True),
     ("method", lambda r: r.method, True),
     ("status", lambda r: r.status, True),
-    ("latency", lambda r: _or_dash(r.latency_cycles, "{:,}".format), True),
-    ("energy", lambda r: _or_dash(r.energy_pj, lambda pj: f"{pj / 1e6:,.1f}"), True),
-    ("E×D", lambda r: _or_dash(r.edp, "{:.3g}".format), True),
+    ("latency", lambda r: or_dash(r.latency_cycles, "{:,}".format), True),
+    ("energy", lambda r: or_dash(r.energy_pj, lambda pj: f"{pj / 1e6:,.1f}"), True),
+    ("E×D", lambda r: or_dash(r.edp, "{:.3g}".format), True),
     ("util", lambda r: f"{r.utilization:.1%}" if r.utilization else "—", False),
     ("LG/FLG", lambda r: "—" if r.latency_cycles is None else f"{r.n_lg}/{r.n_flg}", False),
-    ("tiles", lambda r: _or_dash(r.n_tiles, "{:,}".format), False),
+    ("tiles", lambda r: or_dash(r.n_tiles, "{:,}".format), False),
     ("s", lambda r: f"{r.runtime_s:.1f}", False),
-    ("speedup", lambda r: _or_dash(r.speedup, "{:.2f}×".format), False),
-    ("energy×", lambda r: _or_dash(r.energy_ratio, "{:.2f}".format), False),
-    ("bound", lambda r: _or_dash(r.lower_bound_cycles, "{:,}".format), False),
-    ("gap", lambda r: _or_dash(r.gap, "{:.1%}".format), True),
+    ("speedup", lambda r: or_dash(r.speedup, "{:.2f}×".format), False),
+    ("energy×", lambda r: or_dash(r.energy_ratio, "{:.2f}".format), False),
+    ("bound", lambda r: or_dash(r.lower_bound_cycles, "{:,}".format), False),
+    ("gap", lambda r: or_dash(r.gap, "{:.1%}".format), True),
 )
 _TEXT_COLUMNS = {"network": 7, "method": 6, "status": len("infeasible")}
 """The columns of text, which fold when the table is too wide, and their least widths."""

@@ -23,8 +23,8 @@ from mipsched.solve.network import DEFAULT_TIME_LIMIT
 from mipsched.tiled.bound import tiled_bounds
 from mipsched.tiled.multistart import leaf_cache, search_method
 from mipsched.tiled.ratree import RaTree
+from mipsched.tiled.replay_check import checked_replay
 from mipsched.tiled.search import OBJECTIVES
-from mipsched.tiled.simulate import checked_replay
 from mipsched.workload.graph import Workload
 
 TILED_METHODS = ("set", "ls", "lp")

@@ -37,7 +37,6 @@ import heapq
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from mipsched.hw.tiled import TiledHardware
 from mipsched.sim.result import SimulationError
@@ -46,9 +45,6 @@ from mipsched.tiled.leaf import OFM_UBUF_BYTES, LeafResult, Source, search_leaf
 from mipsched.tiled.noc import Link, LinkLoads
 from mipsched.tiled.ratree import Cut, Leaf, Node, RaTree, check_tree, layers_of
 from mipsched.workload.graph import Workload
-
-if TYPE_CHECKING:  # the model's result, judged here; never used to compute the replay
-    from mipsched.tiled.evaluate import Evaluation
 
 _END, _START = 0, 1  # event priorities at equal times: ends come before starts
 
@@ -497,31 +493,3 @@ def _check_inputs(task: TaskRecord, src: str, producers: list[TaskRecord]) -> No
         raise TiledSimulationError(
             "order", f"{task.path} ({task.layer}) starts at cycle {task.start}, but no "
             f"task of {src} produced its samples from {reach} on")
-
-
-# --- the judge's verdict on the cost model --------------------------------------------------
-def replay_disagreement(ev: Evaluation, trace: TiledTrace) -> str | None:
-    """Why the replay `trace` does not confirm the cost model's `ev` — its latency
-    (cycles) differs, or its energy (pJ) by more than 1e-9 relative — or None."""
-    if trace.latency != ev.latency:
-        return (f"the replay takes {trace.latency:,} cycles, the cost model says "
-                f"{ev.latency:,}")
-    if abs(trace.energy_pj - ev.energy_pj) > 1e-9 * abs(ev.energy_pj):
-        return (f"the replay's energy is {trace.energy_pj!r} pJ, the cost model's "
-                f"{ev.energy_pj!r} pJ")
-    return None
-
-
-def checked_replay(hw: TiledHardware, workload: Workload, tree: RaTree, ev: Evaluation,
-                   cache: dict) -> tuple[TiledTrace | None, str | None]:
-    """The discrete-event replay of `tree` (`simulate_tree`, leaf searches memoised in
-    `cache`) and its verdict against the cost model's `ev`: None when it agrees, else
-    the diagnosis. The replay is None when it broke one of its rules or rejected the
-    tree."""
-    try:
-        trace = simulate_tree(hw, workload, tree, cache=cache)
-    except TiledSimulationError as err:
-        return None, f"the replay broke its '{err.kind}' rule: {err}"
-    if trace is None:
-        return None, "the replay rejects the tree, which the cost model accepts"
-    return trace, replay_disagreement(ev, trace)
