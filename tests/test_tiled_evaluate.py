@@ -8,7 +8,7 @@ import pytest
 
 from mipsched.hw.tiled import load_tiled_hardware
 from mipsched.tiled.evaluate import evaluate_tree
-from mipsched.tiled.leaf import all_partitions, candidate_partitions, part_intv
+from mipsched.tiled.partitions import all_partitions, candidate_partitions, part_intv
 from mipsched.tiled.ratree import Cut, Leaf, RaTree
 from mipsched.workload.resolve import resolve_network
 

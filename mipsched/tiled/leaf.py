@@ -9,10 +9,14 @@ keeps ties), and the leaf's time and energy.
 Units: bytes (= the reference's 8-bit words), cycles, pJ.
 
 Placement search counts byte-hops and DRAM bytes only (the reference's `calc_bw =
-false`); the winner's record is rebuilt with per-link loads (`LinkLoads`). The search
-applies the rough buffer check of §3.4 step 3; the result lists the ifmap and weight
-bytes of every core, from which `mipsched.tiled.evaluate` does the per-core buffer
-accounting of §3.12.
+false`), for all placement orders of a partition at once: tiles, groups and transfers are
+numpy arrays, and a tree's links come from per-coordinate tables (`order_hops`). A
+partition whose lower bound on the hops of any placement (`hops_floor`) cannot beat the
+best so far is skipped, which keeps the strict-< pick. The winner's record is rebuilt
+with per-link loads (`LinkLoads`) and must count the same byte-hops. The search applies
+the rough buffer check of §3.4 step 3; the result lists the ifmap and weight bytes of
+every core, from which `mipsched.tiled.evaluate` does the per-core buffer accounting of
+§3.12.
 
 The layer kinds (`mipsched.tiled.leaf_kinds`): plain conv, fc and matmul; grouped and
 depthwise conv and the matmul of two activations (the reference's GroupConv, the latter
@@ -24,11 +28,12 @@ and Transpose). `layer_view` raises ValueError for the rest.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache, partial
+
+import numpy as np
 
 from mipsched.cost.core_array import NoMappingError
 from mipsched.cost.tile import tile_cost
@@ -42,7 +47,22 @@ from mipsched.tiled.leaf_kinds import (
     layer_view,
     split_sources,
 )
-from mipsched.tiled.noc import FmapRange, LinkLoads, intersect_volume, port_shares
+from mipsched.tiled.noc import FmapRange, LinkLoads, sample_overlap
+from mipsched.tiled.order_hops import (
+    Traffic,
+    cluster_mesh,
+    hops_floor,
+    members_list,
+    order_cells,
+    order_hops,
+    piece_digits,
+)
+from mipsched.tiled.partitions import (
+    PART_INDEX,
+    candidate_partitions,
+    part_intv,
+    placement_orders,
+)
 from mipsched.workload import ops
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Region, Shape
@@ -50,8 +70,6 @@ from mipsched.workload.layer import Region, Shape
 Tile = tuple[int, int]
 OFM_UBUF_BYTES = 10240
 """The reference's `ofm_ubuf_vol` (10 KB), used by the rough buffer check."""
-MIN_PART_UTIL = 0.75
-PART_INDEX = ("K", "B", "H", "W")
 WRAP_CHANNEL_OFFSET = True
 """The reference's unsigned channel offset (§3.13): a direct producer whose channel slice
 starts after the first channel of a consumer range sends that range nothing (the range,
@@ -107,108 +125,49 @@ class Source:
     layout: Layout | None = None
 
 
-# --- partitions (§3.4) ---------------------------------------------------------------------
-def factor_pairs(n: int) -> list[tuple[int, int]]:
-    """The reference's 2-way splits of n (`factor_num`), most square first."""
-    small = {1: [(1, 1)], 4: [(2, 2), (1, 4), (4, 1)], 6: [(2, 3), (3, 2), (1, 6), (6, 1)],
-             8: [(2, 4), (4, 2), (1, 8), (8, 1)], 9: [(3, 3), (1, 9), (9, 1)],
-             10: [(2, 5), (5, 2), (1, 10), (10, 1)]}
-    if n <= 11:
-        return small.get(n, [(1, n), (n, 1)])
-    top = math.isqrt(n)
-    pairs = []
-    if n % top == 0:
-        pairs.append((top, n // top))
-        if top * top != n:
-            pairs.append((n // top, top))
-    for i in range(top - 1, 1, -1):
-        if n % i == 0:
-            pairs += [(i, n // i), (n // i, i)]
-    return pairs + [(1, n), (n, 1)]
+# --- one partition: tiles and multicast groups, as arrays ----------------------------------
+# A box is an fmap range as int64 [[lo, hi) along c, b, h, w]: shape (4, 2); the ofm index
+# of a core is its position in (k, b, h, w) order.
+_NO_BOXES = np.zeros((0, 4, 2), np.int64)
 
 
-def all_partitions(n: int) -> list[tuple[int, int, int, int]]:
-    """Every (K, B, H, W) with product n, in the reference's order (`init_all`)."""
-    return [(pq[0], pq[1], rs[0], rs[1]) for xy in factor_pairs(n)
-            for pq in factor_pairs(xy[0]) for rs in factor_pairs(xy[1])]
+def _volumes(boxes: np.ndarray) -> np.ndarray:
+    """Bytes in each box of (rows, 4, 2) (`FmapRange.volume`: 0 if an interval is empty)."""
+    return np.maximum(boxes[:, :, 1] - boxes[:, :, 0], 0).prod(axis=1)
 
 
-def part_intv(n: int, p: int) -> list[int]:
-    """Boundaries of n cut into p pieces (larger pieces first): n - floor(n (p - i) / p)."""
-    return [n - n * (p - i) // p for i in range(p + 1)]
+@dataclass(eq=False)
+class _Groups:
+    """Ranges and the multicast group receiving each: `boxes` (G, 4, 2) and `members`
+    (G, m), the ofm indices of each group's cores."""
+
+    boxes: np.ndarray
+    members: np.ndarray
+
+    def pairs(self) -> list[tuple[FmapRange, tuple[int, ...]]]:
+        """(range, ofm indices of its group) per group."""
+        return [(FmapRange(*map(tuple, box)), m)
+                for box, m in zip(self.boxes.tolist(), members_list(self.members),
+                                  strict=True)]
 
 
-def _util(real: int, part: int) -> float:
-    return real / (-(-real // part) * part)
-
-
-def candidate_partitions(n: int, dims: tuple[int, int, int, int],
-                         min_cuts: int) -> list[tuple[int, int, int, int]]:
-    """Partitions that pass `minCuts` and the 75 % utilisation filter, in order; if none
-    does, the one of best utilisation among those meeting `minCuts` (`getBestPart`); []
-    when none meets `minCuts`."""
-    good, best, best_util = [], None, 0.0
-    for part in all_partitions(n):
-        if part[1] * part[2] * part[3] < min_cuts:
-            continue
-        u = _util(dims[0], part[0]) * _util(dims[1], part[1])
-        u = u * _util(dims[2], part[2]) * _util(dims[3], part[3])
-        if u >= MIN_PART_UTIL:
-            good.append(part)
-        if u > best_util:
-            best, best_util = part, u
-    if good:
-        return good
-    return [best] if best is not None else []
-
-
-def placement_orders(part: tuple[int, int, int, int]) -> list[tuple[int, ...]]:
-    """Dimension orders to try: the split dimensions permuted lexicographically from
-    ascending (`next_permutation`), the unsplit ones appended (`PlaceIter`)."""
-    split = [d for d in range(4) if part[d] > 1]
-    unit = [d for d in range(4) if part[d] == 1]
-    return [perm + tuple(reversed(unit)) for perm in itertools.permutations(split)]
-
-
-# --- hop counting (search only: totals, no per-link loads) -------------------------------
-@lru_cache(maxsize=1 << 18)
-def tree_hops(src: Tile, dsts: tuple[Tile, ...]) -> int:
-    """Links of the X-first multicast tree src -> dsts (one destination: the XY route)."""
-    cols: dict[int, list[int]] = {}
-    for x, y in dsts:
-        cols.setdefault(x, []).append(y)
-    sx, sy = src
-    h = max(sx, max(cols)) - min(sx, min(cols))
-    for ys in cols.values():
-        h += max(sy, max(ys)) - min(sy, min(ys))
-    return h
-
-
-@lru_cache(maxsize=1 << 18)
-def dram_read_hops(ports: tuple[Tile, ...], dsts: tuple[Tile, ...], n: int) -> int:
-    """Byte-hops of reading n bytes from DRAM into dsts (split over the ports)."""
-    return sum(s * tree_hops(p, dsts) for p, s in zip(ports, port_shares(n, len(ports)),
-                                                       strict=True))
-
-
-@lru_cache(maxsize=1 << 18)
-def dram_write_hops(ports: tuple[Tile, ...], src: Tile, n: int) -> int:
-    """Byte-hops of writing n bytes from src to DRAM (split over the ports)."""
-    return sum(s * (abs(src[0] - p[0]) + abs(src[1] - p[1]))
-               for p, s in zip(ports, port_shares(n, len(ports)), strict=True))
-
-
-# --- one partition: tiles, groups and the placement-independent numbers ----------------------
-@dataclass
+@dataclass(eq=False)
 class _Tiling:
+    """One partition's tiles and groups as arrays (the search's), with the lists the
+    record and the result are built from (`ofm`, `ifm`, `wgt`, `fwgt`)."""
+
     part: tuple[int, int, int, int]
-    ofm: list[FmapRange]
-    """Ofmap range of every core, in (k, b, h, w) order (the ofm index)."""
-    ifm: list[tuple[FmapRange, tuple[int, ...]]]
-    """Ifmap ranges and the ofm indices of the cores of their multicast group."""
-    wgt: list[tuple[int, tuple[int, ...]]]
-    """DRAM weight bytes of each K slice and the ofm indices of its group."""
-    fwgt: list[tuple[FmapRange, tuple[int, ...]]]
+    ofm_boxes: np.ndarray
+    """Ofmap box of every core, by ofm index: (n, 4, 2)."""
+    cores: np.ndarray
+    """Every ofm index as a group of one: (n, 1)."""
+    ifm_groups: _Groups
+    """Ifmap ranges and their multicast groups (a conv's K slices share its ifmap)."""
+    wgt_bytes: np.ndarray
+    """DRAM weight bytes of each K slice (none without DRAM weights)."""
+    wgt_members: np.ndarray
+    """The ofm indices of each K slice's group."""
+    fwgt_groups: _Groups
     """Fmap weights (§3.13): the producer range of each (K, B) slice and its group."""
     ifm_total: int
     ifm_max: int
@@ -217,39 +176,101 @@ class _Tiling:
     ifm_mult: int
     """Operands per ifmap range (eltwise N, else 1)."""
 
+    @cached_property
+    def ofm(self) -> list[FmapRange]:
+        """Ofmap range of every core, by ofm index."""
+        return [FmapRange(*map(tuple, box)) for box in self.ofm_boxes.tolist()]
 
-_EMPTY = FmapRange((0, 0), (0, 0), (0, 0), (0, 0))
+    @property
+    def ifm(self) -> list[tuple[FmapRange, tuple[int, ...]]]:
+        """(ifmap range, ofm indices of its group) per group."""
+        return self.ifm_groups.pairs()
+
+    @property
+    def wgt(self) -> list[tuple[int, tuple[int, ...]]]:
+        """(DRAM weight bytes, ofm indices of its group) per K slice."""
+        return list(zip(self.wgt_bytes.tolist(), members_list(self.wgt_members),
+                        strict=True))
+
+    @property
+    def fwgt(self) -> list[tuple[FmapRange, tuple[int, ...]]]:
+        """(fmap weight range, ofm indices of its group) per (K, B) slice."""
+        return self.fwgt_groups.pairs()
 
 
+def _ifm_axes(v: LayerView) -> tuple[int | None, int, int, int]:
+    """The ofm axis (0 K, 1 B, 2 H, 3 W) that each axis (c, b, h, w) of `ifm_range`'s
+    result follows; None: constant (a plain conv reads every channel; a transpose
+    permutes c, h and w)."""
+    if v.kind == "conv":
+        return None, 1, 2, 3
+    if v.kind == "ptp":
+        spans = (0, 2, 3)
+        return (spans[v.perm.index(0)], 1, spans[v.perm.index(1)],
+                spans[v.perm.index(2)])
+    return 0, 1, 2, 3
+
+
+def _mapped(fn: Callable[[FmapRange], FmapRange], cuts: list[list[int]],
+            axes: Sequence[int | None], digits: np.ndarray, empty: np.ndarray) -> np.ndarray:
+    """Boxes fn(ofm range) of the ofm ranges given by `digits` (rows of piece indices),
+    all zero (the empty range) where `empty`. Axis a of fn's result depends on the ofm
+    range's axis axes[a] alone (None: on none), so fn runs once per piece of the axes it
+    follows (probe j takes piece j of every axis, or its last), not once per row."""
+    def piece(cut: list[int], j: int) -> tuple[int, int]:
+        j = min(j, len(cut) - 2)
+        return cut[j], cut[j + 1]
+
+    pieces = max((len(cuts[d]) - 1 for d in axes if d is not None), default=1)
+    probes = np.array([fn(FmapRange(*(piece(c, j) for c in cuts))) for j in range(pieces)],
+                      np.int64)
+    out = np.empty((len(digits), 4, 2), np.int64)
+    for a, d in enumerate(axes):
+        out[:, a] = probes[0, a] if d is None else probes[digits[:, d], a]
+    out[empty] = 0
+    return out
+
+
+@lru_cache(maxsize=1024)
 def _tiling(v: LayerView, batch: int, part: tuple[int, int, int, int]) -> _Tiling:
-    """The reference's `initLayouts` for one partition."""
+    """The reference's `initLayouts` for one partition, a pure function of the view, the
+    batch and the partition (memoised): the ofmap box of every core; one ifmap range per
+    core, or per (B, H, W) slice for a conv (multicast over its K slices), the empty
+    range (all zero) for an empty ofmap; DRAM weights per K slice, or fmap weights per
+    (K, B) slice multicast to its H x W cores; the totals of the rough buffer check and
+    of `ubuf_ext`."""
     pk, pb, ph, pw = part
     cuts = [part_intv(v.k, pk), part_intv(batch, pb), part_intv(v.h, ph), part_intv(v.w, pw)]
+    digits = piece_digits(part)
+    ofm = np.empty((len(digits), 4, 2), np.int64)
+    for a, cut in enumerate(cuts):
+        ofm[:, a] = np.array(cut)[np.stack([digits[:, a], digits[:, a] + 1], axis=1)]
+    empty = _volumes(ofm) == 0
     bhw = pb * ph * pw
-    ofm, ifm, wgt, fwgt = [], [], [], []
-    for k, b, h, w in itertools.product(range(pk), range(pb), range(ph), range(pw)):
-        rng = FmapRange(*((c[i], c[i + 1]) for c, i in zip(cuts, (k, b, h, w), strict=True)))
-        ofm.append(rng)
-        idx = len(ofm) - 1
-        empty = rng.volume() == 0
-        if v.kind != "conv" or k == 0:
-            members = tuple(idx + kk * bhw for kk in range(pk)) if v.kind == "conv" else (idx,)
-            ifm.append((_EMPTY if empty else ifm_range(v, rng), members))
-        if h or w:
-            continue
-        if v.fmap_wgt:
-            fwgt.append((_EMPTY if empty else fmap_weight_range(v, rng),
-                         tuple(range(idx, idx + ph * pw))))
-        elif v.weights_per_k and b == 0:
-            wgt.append((0 if empty else (rng.c[1] - rng.c[0]) * v.weights_per_k,
-                        tuple(range(idx, idx + bhw))))
+    idx = np.arange(len(digits))
+    cores = idx[:, None]
+    if v.kind == "conv":
+        rows, members = idx[:bhw], idx[:bhw, None] + bhw * np.arange(pk)
+    else:
+        rows, members = idx, cores
+    ifm = _Groups(_mapped(partial(ifm_range, v), cuts, _ifm_axes(v), digits[rows],
+                          empty[rows]), members)
+    wgt_rows = idx[::bhw] if v.weights_per_k and not v.fmap_wgt else idx[:0]
+    wgt = np.where(empty[wgt_rows], 0, (ofm[wgt_rows, 0, 1] - ofm[wgt_rows, 0, 0])
+                   * v.weights_per_k)
+    fwgt = _Groups(_NO_BOXES, np.zeros((0, ph * pw), np.int64))
+    if v.fmap_wgt:
+        first = idx[::ph * pw]
+        fwgt = _Groups(_mapped(partial(fmap_weight_range, v), cuts, (0, 1, None, None),
+                               digits[first], empty[first]),
+                       first[:, None] + np.arange(ph * pw))
     mult = v.c if v.kind == "elt" else 1
-    bcast = pk if v.kind == "conv" else 1
-    sizes = [r.volume() for r, _ in ifm]
-    wsizes = [s for s, _ in wgt] + [r.volume() for r, _ in fwgt]
-    wgt_total = sum(s for s, _ in wgt) * bhw + sum(r.volume() for r, _ in fwgt) * ph * pw
-    return _Tiling(part, ofm, ifm, wgt, fwgt, sum(sizes) * bcast * mult, max(sizes) * mult,
-                   wgt_total, max(wsizes, default=0), mult)
+    sizes, fsizes = _volumes(ifm.boxes), _volumes(fwgt.boxes)
+    return _Tiling(part, ofm, cores, ifm, wgt, wgt_rows[:, None] + np.arange(bhw), fwgt,
+                   int(sizes.sum()) * (pk if v.kind == "conv" else 1) * mult,
+                   int(sizes.max()) * mult,
+                   int(wgt.sum()) * bhw + int(fsizes.sum()) * ph * pw,
+                   max(int(wgt.max(initial=0)), int(fsizes.max(initial=0))), mult)
 
 
 def _ceil_tile_cost(core: Hardware, workload: Workload, name: str, v: LayerView, batch: int,
@@ -273,74 +294,84 @@ def _ceil_tile_cost(core: Hardware, workload: Workload, name: str, v: LayerView,
     return cost.cycles, cost.energy_pj
 
 
-@dataclass
-class _Traffic:
-    """The transfers of one partition, independent of the placement (§3.6)."""
-
-    wgt: list[tuple[int, tuple[int, ...]]]
-    reads: list[tuple[int, tuple[int, ...]]]
-    moves: list[tuple[int, Tile, tuple[int, ...]]]
-    """(bytes, producer tile, consumer group) of the on-chip moves."""
-    writes: list[tuple[int, int]]
-    """(ofm index, bytes) written to DRAM."""
-    dram: int
+# --- the transfers of one partition (§3.6) ---------------------------------------------------
+@lru_cache(maxsize=256)
+def _layout_arrays(layout: Layout) -> tuple[np.ndarray, np.ndarray]:
+    """(tiles (P, 2), ofmap boxes (P, 4, 2)) of a producer's layout."""
+    return (np.array([t for t, _ in layout.tiles], np.int64).reshape(-1, 2),
+            np.array([r for _, r in layout.tiles], np.int64).reshape(-1, 4, 2))
 
 
-def _fetch(src: Source, lo: int, hi: int, ranges: list[tuple[FmapRange, tuple[int, ...]]],
-           batch: int, reads: list[tuple[int, tuple[int, ...]]],
-           moves: list[tuple[int, Tile, tuple[int, ...]]]) -> None:
-    """Source `src` filling channels [lo, hi) of `ranges`: from DRAM (the channel cut of
+def _intersect(have: np.ndarray, wanted: np.ndarray, have_batch: int,
+               batch: int) -> np.ndarray:
+    """`intersect_volume` of every wanted box (G) with every producer box (P): (G, P)."""
+    ov = (np.minimum(wanted[:, None, :, 1], have[None, :, :, 1])
+          - np.maximum(wanted[:, None, :, 0], have[None, :, :, 0]))
+    ok = (ov[..., 0] > 0) & (ov[..., 2] > 0) & (ov[..., 3] > 0)
+    plane = np.where(ok, ov[..., 0] * ov[..., 2] * ov[..., 3], 0)
+    if have_batch == batch:
+        return np.maximum(ov[..., 1], 0) * plane
+    if not ok.any():
+        return plane
+    want_b, want_i = np.unique(wanted[:, 1], axis=0, return_inverse=True)
+    have_b, have_i = np.unique(have[:, 1], axis=0, return_inverse=True)
+    samples = np.array([[sample_overlap(tuple(h), tuple(w), have_batch, batch)
+                         for h in have_b.tolist()] for w in want_b.tolist()], np.int64)
+    sent = samples[want_i.reshape(-1)][:, have_i.reshape(-1)] * plane
+    return sent // (have_batch // batch) if have_batch > batch else sent
+
+
+def _fetch(src: Source, lo: int, hi: int, groups: _Groups, batch: int,
+           reads: list[tuple[np.ndarray, np.ndarray]],
+           moves: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> None:
+    """Source `src` filling channels [lo, hi) of `groups`: from DRAM (the channel cut of
     each range, `fromRemoteMem`) or from its layout (`betweenLayout`)."""
-    for rng, members in ranges:
-        if not src.direct:
-            cut = rng._replace(c=(max(rng.c[0], lo), min(rng.c[1], hi)))
-            if cut.volume() > 0:
-                reads.append((cut.volume(), members))
-            continue
-        assert src.layout is not None
-        if rng.c[1] <= lo or (WRAP_CHANNEL_OFFSET and rng.c[0] < lo):
-            continue
-        wanted = rng._replace(c=(rng.c[0] - lo, rng.c[1] - lo))
-        for tile, have in src.layout.tiles:
-            n = intersect_volume(have, wanted, src.layout.batch, batch)
-            if n > 0:
-                moves.append((n, tile, members))
+    boxes = groups.boxes
+    if not src.direct:
+        cut = boxes.copy()
+        cut[:, 0, 0] = np.maximum(cut[:, 0, 0], lo)
+        cut[:, 0, 1] = np.minimum(cut[:, 0, 1], hi)
+        reads.append((groups.members, _volumes(cut)))
+        return
+    assert src.layout is not None
+    keep = boxes[:, 0, 1] > lo
+    if WRAP_CHANNEL_OFFSET:
+        keep &= boxes[:, 0, 0] >= lo
+    wanted = boxes[keep]
+    wanted[:, 0] -= lo
+    tiles, have = _layout_arrays(src.layout)
+    sent = np.zeros((len(boxes), len(tiles)), np.int64)
+    sent[keep] = _intersect(have, wanted, src.layout.batch, batch)
+    moves.append((groups.members, tiles, sent))
 
 
 def _traffic(v: LayerView, t: _Tiling, batch: int, sources: Sequence[Source],
-             wgt_sources: Sequence[Source], to_dram: bool, wgt_div: int) -> _Traffic:
+             wgt_sources: Sequence[Source], to_dram: bool, wgt_div: int) -> Traffic:
     """DRAM weights or fmap weights (`wgt_sources`, never divided), each ifmap source from
     DRAM or its layout, the ofmap to DRAM (`calcNoC`)."""
-    wgt = [(s, g) for s, g in t.wgt if s > 0]
-    reads: list[tuple[int, tuple[int, ...]]] = []
-    moves: list[tuple[int, Tile, tuple[int, ...]]] = []
+    reads: list[tuple[np.ndarray, np.ndarray]] = []
+    moves: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     cur = 0
     for src in wgt_sources:
-        _fetch(src, cur, cur + src.channels, t.fwgt, batch, reads, moves)
+        _fetch(src, cur, cur + src.channels, t.fwgt_groups, batch, reads, moves)
         cur += src.channels
     cur = 0
     for src in sources:
         lo, hi = cur, cur + src.channels
         cur = 0 if v.kind == "elt" and hi == v.k else hi
-        _fetch(src, lo, hi, t.ifm, batch, reads, moves)
-    writes = [(i, r.volume()) for i, r in enumerate(t.ofm) if r.volume() > 0] if to_dram else []
-    dram = sum(s for s, _ in wgt) // wgt_div + sum(s for s, _ in reads)
-    return _Traffic(wgt, reads, moves, writes, dram + sum(s for _, s in writes))
+        _fetch(src, lo, hi, t.ifm_groups, batch, reads, moves)
+    writes = _volumes(t.ofm_boxes) if to_dram else np.zeros(len(t.cores), np.int64)
+    dram = int(t.wgt_bytes.sum()) // wgt_div + sum(int(s.sum()) for _, s in reads)
+    return Traffic((t.wgt_members, t.wgt_bytes), reads, moves, (t.cores, writes),
+                    dram + int(writes.sum()))
 
 
 def _groups(pos: Sequence[Tile], members: tuple[int, ...]) -> tuple[Tile, ...]:
-    return tuple(sorted(pos[m] for m in members))
+    """The tiles of a group's cores under the placement `pos` (tile of each ofm index)."""
+    return tuple(pos[m] for m in members)
 
 
-def _hops(tr: _Traffic, pos: Sequence[Tile], ports: tuple[Tile, ...], wgt_div: int) -> int:
-    """Byte-hops of one placement (`pos`: tile of each ofm index)."""
-    h = sum(dram_read_hops(ports, _groups(pos, g), s) for s, g in tr.wgt) // wgt_div
-    h += sum(dram_read_hops(ports, _groups(pos, g), s) for s, g in tr.reads)
-    h += sum(s * tree_hops(src, _groups(pos, g)) for s, src, g in tr.moves)
-    return h + sum(dram_write_hops(ports, pos[i], s) for i, s in tr.writes)
-
-
-def _record(hw: TiledHardware, tr: _Traffic, pos: Sequence[Tile], wgt_div: int) -> LinkLoads:
+def _record(hw: TiledHardware, tr: Traffic, pos: Sequence[Tile], wgt_div: int) -> LinkLoads:
     """The full traffic record (with per-link loads) of one placement."""
     w = LinkLoads()
     for s, g in tr.wgt:
@@ -353,18 +384,6 @@ def _record(hw: TiledHardware, tr: _Traffic, pos: Sequence[Tile], wgt_div: int) 
     for i, s in tr.writes:
         rec.to_dram(hw, pos[i], s)
     return rec
-
-
-def _positions(part: tuple[int, int, int, int], order: tuple[int, ...],
-               cores: Sequence[Tile]) -> list[Tile]:
-    """Tile of each ofm index under a placement order (`initPlacement`)."""
-    step = [1, 1, 1, 1]
-    acc = 1
-    for d in reversed(order):
-        step[d] = acc
-        acc *= part[d]
-    return [cores[step[0] * k + step[1] * b + step[2] * h + step[3] * w]
-            for k, b, h, w in itertools.product(*(range(p) for p in part))]
 
 
 def _min_cuts(workload: Workload, name: str, v: LayerView, batch: int, n_cores: int,
@@ -387,9 +406,10 @@ def search_leaf(hw: TiledHardware, workload: Workload, name: str, batch: int,
     sources, wgt_sources = split_sources(workload, name, sources)
     core = _core(hw)
     gbuf = hw.tile.gbuf
-    ports = tuple((p.x, p.y) for p in hw.dram.ports)
     wgt_div = tot_batch // batch
     dims = (v.k, batch, v.h, v.w)
+    mesh = cluster_mesh(hw, cores)
+    hop_pj = hw.noc.hop_pj_per_byte
     best: tuple | None = None
     best_cost = math.inf
     ubuf_ofm = v.k * v.h * v.w * batch * gbuf.read_pj_per_byte
@@ -411,21 +431,26 @@ def search_leaf(hw: TiledHardware, workload: Workload, name: str, batch: int,
         dram_pj = tr.dram * hw.dram.energy_pj_per_byte
         if (base + dram_pj) * time >= best_cost:  # no placement can win: hops >= 0
             continue
-        for order in placement_orders(part):
-            pos = _positions(part, order, cores)
-            hops = _hops(tr, pos, ports, wgt_div)
-            energy = base + (hops * hw.noc.hop_pj_per_byte + dram_pj)
+        floor = hops_floor(tr, mesh, wgt_div)
+        if (base + (floor * hop_pj + dram_pj)) * time >= best_cost:  # nor with hops >= floor
+            continue
+        orders = placement_orders(part)
+        cells = order_cells(part, orders)
+        for order, cell, hops in zip(orders, cells, order_hops(tr, cells, mesh, wgt_div),
+                                     strict=True):
+            energy = base + (hops * hop_pj + dram_pj)
             if energy * time < best_cost:
                 best_cost = energy * time
-                best = (t, order, pos, tr, cycles, e_tile, ubuf, energy, time, hops)
+                best = (t, order, cell, tr, cycles, e_tile, ubuf, energy, time, hops)
     if best is None:
         return None
-    return _finish(hw, name, batch, len(cores), best, wgt_div, segment)
+    return _finish(hw, name, batch, cores, best, wgt_div, segment)
 
 
-def _finish(hw: TiledHardware, name: str, batch: int, n_cores: int, best: tuple,
+def _finish(hw: TiledHardware, name: str, batch: int, cores: Sequence[Tile], best: tuple,
             wgt_div: int, segment: bool) -> LeafResult:
-    t, order, pos, tr, cycles, e_tile, ubuf, energy, time, hops = best
+    t, order, cell, tr, cycles, e_tile, ubuf, energy, time, hops = best
+    pos = [cores[c] for c in cell.tolist()]
     rec = _record(hw, tr, pos, wgt_div)
     assert rec.byte_hops == hops and rec.dram_bytes == tr.dram, "hop count mismatch"
     if segment:
@@ -434,7 +459,7 @@ def _finish(hw: TiledHardware, name: str, batch: int, n_cores: int, best: tuple,
     ifm = tuple((pos[m], r.volume() * t.ifm_mult) for r, g in t.ifm if r.volume() for m in g)
     ifm += tuple((pos[m], r.volume()) for r, g in t.fwgt if r.volume() for m in g)
     wgt = tuple((pos[m], s) for s, g in t.wgt if s for m in g)
-    return LeafResult(name, batch, n_cores, t.part, order, cycles, e_tile, ubuf, time,
+    return LeafResult(name, batch, len(cores), t.part, order, cycles, e_tile, ubuf, time,
                       energy, rec, layout, ifm, wgt)
 
 

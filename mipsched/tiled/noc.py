@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NamedTuple
 
 from mipsched.hw.tiled import TiledHardware
@@ -99,6 +100,18 @@ def multicast_tree(src: Tile, dsts: Iterable[Tile]) -> list[Link]:
     return links
 
 
+@lru_cache(maxsize=1 << 16)
+def _route(src: Tile, dst: Tile) -> tuple[Link, ...]:
+    """`xy_route`, memoised (records repeat the same routes many times)."""
+    return tuple(xy_route(src, dst))
+
+
+@lru_cache(maxsize=4096)
+def _tree(src: Tile, dsts: tuple[Tile, ...]) -> tuple[Link, ...]:
+    """`multicast_tree`, memoised."""
+    return tuple(multicast_tree(src, dsts))
+
+
 def port_shares(n: int, ports: int) -> list[int]:
     """How n bytes are split over `ports` DRAM ports (the reference's
     `unicast_from_dram` and kin): port i (1-based) gets floor(n i / ports) -
@@ -133,20 +146,32 @@ def intersect_volume(producer: FmapRange, consumer: FmapRange, producer_batch: i
     """Bytes of a producer ofmap tile a consumer range needs (the reference's
     `calc_intersect`, §3.6 "different batch sizes"); the b intervals lie in [0, batch)
     of their own node's batch. Same batches: the volume of the plain intersection.
-    Otherwise the larger batch must be a multiple of the smaller; the smaller side's
-    sample interval is shifted by multiples of the smaller batch across the larger
-    side's interval and the overlapping samples are counted; the volume is that count x
-    the intersection of c, h, w, and when the producer's batch is the larger it is then
-    floor-divided by producer_batch / consumer_batch (expressed per consumer batch)."""
-    (pc0, pc1), (pb0, pb1), (ph0, ph1), (pw0, pw1) = producer
-    (cc0, cc1), (cb0, cb1), (ch0, ch1), (cw0, cw1) = consumer
-    plane = ((min(pc1, cc1) - max(pc0, cc0)) * (min(ph1, ch1) - max(ph0, ch0))
-             * (min(pw1, cw1) - max(pw0, cw0)))
+    Otherwise the volume is `sample_overlap` x the intersection of c, h, w, and when the
+    producer's batch is the larger it is then floor-divided by producer_batch /
+    consumer_batch (expressed per consumer batch)."""
+    (pc0, pc1), _, (ph0, ph1), (pw0, pw1) = producer
+    (cc0, cc1), _, (ch0, ch1), (cw0, cw1) = consumer
     if min(pc1, cc1) <= max(pc0, cc0) or min(ph1, ch1) <= max(ph0, ch0) \
             or min(pw1, cw1) <= max(pw0, cw0):
         return 0
+    plane = ((min(pc1, cc1) - max(pc0, cc0)) * (min(ph1, ch1) - max(ph0, ch0))
+             * (min(pw1, cw1) - max(pw0, cw0)))
+    volume = sample_overlap(producer.b, consumer.b, producer_batch, consumer_batch) * plane
+    if producer_batch > consumer_batch:
+        volume //= producer_batch // consumer_batch
+    return volume
+
+
+def sample_overlap(producer: Interval, consumer: Interval, producer_batch: int,
+                   consumer_batch: int) -> int:
+    """Samples a producer's b interval and a consumer's have in common (`calc_intersect`
+    before its division). Same batches: the length of the plain intersection. Otherwise
+    the larger batch must be a multiple of the smaller; the smaller side's interval is
+    shifted by multiples of the smaller batch across the larger side's interval and the
+    overlapping samples are counted."""
+    (pb0, pb1), (cb0, cb1) = producer, consumer
     if producer_batch == consumer_batch:
-        return max(0, min(pb1, cb1) - max(pb0, cb0)) * plane
+        return max(0, min(pb1, cb1) - max(pb0, cb0))
     small, large, step = (((cb0, cb1), (pb0, pb1), consumer_batch)
                           if producer_batch > consumer_batch
                           else ((pb0, pb1), (cb0, cb1), producer_batch))
@@ -159,10 +184,7 @@ def intersect_volume(producer: FmapRange, consumer: FmapRange, producer_batch: i
         if s_to > l_from:
             matched += min(s_to, l_to) - max(s_from, l_from)
         s_from, s_to = s_from + step, s_to + step
-    volume = matched * plane
-    if producer_batch > consumer_batch:
-        volume //= producer_batch // consumer_batch
-    return volume
+    return matched
 
 
 @dataclass
@@ -181,26 +203,28 @@ class LinkLoads:
 
     # -- routing ------------------------------------------------------------------------
 
-    def _load(self, links: list[Link], n: int) -> None:
+    def _load(self, links: Sequence[Link], n: int) -> None:
         """Every link of `links` carries n more bytes; byte-hops += len(links) x n."""
         if n == 0:
             return
+        loads = self.links
+        get = loads.get
         for link in links:
-            self.links[link] = self.links.get(link, 0) + n
+            loads[link] = get(link, 0) + n
         self.byte_hops += len(links) * n
 
     def unicast(self, src: Tile, dst: Tile, n: int) -> None:
         """n bytes from src to dst on the XY route (`xy_route`): each of its |dx| + |dy|
         links carries n bytes; byte-hops += (|dx| + |dy|) x n."""
         _check_bytes(n)
-        self._load(xy_route(src, dst), n)
+        self._load(_route(src, dst), n)
 
     def multicast(self, src: Tile, dsts: Iterable[Tile], n: int) -> None:
         """n bytes from src to every tile of dsts over the X-first tree
         (`multicast_tree`, the union of the XY routes): each tree link carries n bytes
         once; byte-hops += tree links x n."""
         _check_bytes(n)
-        self._load(multicast_tree(src, dsts), n)
+        self._load(_tree(src, tuple(dsts)), n)
 
     def send(self, src: Tile, dsts: Sequence[Tile], n: int) -> None:
         """n bytes from src to a group: unicast to a group of one tile, multicast
