@@ -25,12 +25,11 @@ import itertools
 from dataclasses import dataclass, field
 
 from mipsched.hw.tiled import TiledHardware
-from mipsched.tiled.leaf import OFM_UBUF_BYTES, LeafResult, Source, search_leaf
+from mipsched.tiled.leaf import OFM_UBUF_BYTES, LeafResult, cached_leaf, leaf_sources
 from mipsched.tiled.noc import LinkLoads
 from mipsched.tiled.ratree import Cut, Leaf, Node, RaTree
 from mipsched.tiled.structure import (
     child_spans,
-    core_positions,
     stages,
     stores_to_dram,
     via_dram,
@@ -97,7 +96,6 @@ class _Context:
     min_util: float
     shortcuts: set[tuple[str, str]]
     stores: set[str]
-    order: dict[str, int]
     layouts: dict = field(default_factory=dict)
     leaves: dict[str, LeafResult] = field(default_factory=dict)
     cache: dict = field(default_factory=dict)
@@ -118,8 +116,7 @@ def evaluate_tree(hw: TiledHardware, workload: Workload, tree: RaTree,
     if not (isinstance(root, Cut) and root.kind == "T"):
         raise ValueError("the root of an RA tree must be a T Cut")
     ctx = _Context(hw, workload, tree, stride, min_util, via_dram(tree, workload),
-                   stores_to_dram(tree, workload),
-                   {n: i for i, n in enumerate(workload.layers)})
+                   stores_to_dram(tree, workload))
     if cache is not None:
         ctx.cache = cache
     child_batch = tree.batch // root.subbatches
@@ -260,23 +257,9 @@ def _t_buffers(costs: list[NodeCost], n: int, segment: bool,
 
 def _leaf(ctx: _Context, name: str, batch: int, first: int, last: int,
           segment: bool) -> NodeCost:
-    wl = ctx.workload
-    inputs = list(dict.fromkeys(wl.layers[name].inputs))
-    external = [s for s in inputs if s not in wl.layers]
-    producers = sorted((s for s in inputs if s in wl.layers), key=ctx.order.__getitem__)
-    sources = [Source(wl.shape_of(s).c) for s in external]
-    for src in producers:
-        direct = (src, name) not in ctx.shortcuts
-        sources.append(Source(wl.shape_of(src).c, direct,
-                              ctx.layouts[src] if direct else None))
-    to_dram = name in ctx.stores
-    key = (name, batch, ctx.tree.batch, first, last, to_dram, segment, ctx.stride,
-           tuple(sources))
-    if key not in ctx.cache:
-        cores = core_positions(first, last, ctx.hw.mesh.cols, ctx.hw.mesh.rows, ctx.stride)
-        ctx.cache[key] = search_leaf(ctx.hw, wl, name, batch, ctx.tree.batch, cores,
-                                     sources, to_dram, segment)
-    result = ctx.cache[key]
+    sources = leaf_sources(ctx.workload, name, ctx.shortcuts, ctx.layouts)
+    result = cached_leaf(ctx.cache, ctx.hw, ctx.workload, name, batch, ctx.tree.batch,
+                         first, last, ctx.stride, sources, name in ctx.stores, segment)
     if result is None:
         raise InvalidTree
     ctx.layouts[name] = result.layout

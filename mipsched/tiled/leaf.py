@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache, partial
 
@@ -63,6 +63,7 @@ from mipsched.tiled.partitions import (
     part_intv,
     placement_orders,
 )
+from mipsched.tiled.structure import core_positions
 from mipsched.workload import ops
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Region, Shape
@@ -393,6 +394,34 @@ def _min_cuts(workload: Workload, name: str, v: LayerView, batch: int, n_cores: 
         return 0
     x = ops.data_shape(workload.layers[name], workload.in_shapes(name))
     return int(x.elems * batch / (capacity * n_cores * 0.8) + 1)
+
+
+def leaf_sources(workload: Workload, name: str, shortcuts: Collection[tuple[str, str]],
+                 layouts: Mapping[str, Layout]) -> list[Source]:
+    """The inputs of layer `name` as `search_leaf` takes them: network inputs first, then
+    its producers in layer order; a producer edge not in `shortcuts` (edges through
+    DRAM) is direct and read from the producer's layout in `layouts`."""
+    inputs = list(dict.fromkeys(workload.layers[name].inputs))
+    sources = [Source(workload.shape_of(s).c) for s in inputs if s not in workload.layers]
+    for src in sorted((s for s in inputs if s in workload.layers),
+                      key=workload.layer_index.__getitem__):
+        direct = (src, name) not in shortcuts
+        sources.append(Source(workload.shape_of(src).c, direct,
+                              layouts[src] if direct else None))
+    return sources
+
+
+def cached_leaf(cache: dict, hw: TiledHardware, workload: Workload, name: str, batch: int,
+                tot_batch: int, first: int, last: int, stride: int,
+                sources: Sequence[Source], to_dram: bool, segment: bool) -> LeafResult | None:
+    """`search_leaf` on the cores [first, last) (snake `stride`), memoised in `cache`
+    under the one key that the cost model, the simulator and the placement share."""
+    key = (name, batch, tot_batch, first, last, to_dram, segment, stride, tuple(sources))
+    if key not in cache:
+        cores = core_positions(first, last, hw.mesh.cols, hw.mesh.rows, stride)
+        cache[key] = search_leaf(hw, workload, name, batch, tot_batch, cores, sources,
+                                 to_dram, segment)
+    return cache[key]
 
 
 def search_leaf(hw: TiledHardware, workload: Workload, name: str, batch: int,

@@ -26,7 +26,7 @@ import numpy as np
 from mipsched.formulations.solver import SolveStatus, new_model, solve
 from mipsched.hw.tiled import TiledHardware
 from mipsched.tiled.evaluate import DEFAULT_STRIDE, Evaluation, evaluate_tree
-from mipsched.tiled.leaf import Layout, Source, search_leaf
+from mipsched.tiled.leaf import Layout, cached_leaf, leaf_sources
 from mipsched.tiled.ratree import Cut, Leaf, Node, RaTree, TreeError, check_ranges, layers_of
 from mipsched.tiled.structure import (
     allocate,
@@ -338,22 +338,10 @@ class _Timer:
     def leaf(self, name: str, batch: int, first: int, last: int) -> int | None:
         """`search_leaf`'s cycles on cores [first, last), direct producers read from their
         layouts in the baseline evaluation; None: no partition fits."""
-        wl = self.workload
-        inputs = list(dict.fromkeys(wl.layers[name].inputs))
-        sources = [Source(wl.shape_of(s).c) for s in inputs if s not in wl.layers]
-        for src in sorted((s for s in inputs if s in wl.layers), key=list(wl.layers).index):
-            direct = (src, name) not in self.shortcuts
-            sources.append(Source(wl.shape_of(src).c, direct,
-                                  self.layouts[src] if direct else None))
-        to_dram = name in self.stores
-        key = (name, batch, self.tree.batch, first, last, to_dram, False, self.stride,
-               tuple(sources))
-        if key not in self.cache:
-            cores = core_positions(first, last, self.hw.mesh.cols, self.hw.mesh.rows,
-                                   self.stride)
-            self.cache[key] = search_leaf(self.hw, wl, name, batch, self.tree.batch, cores,
-                                          sources, to_dram, False)
-        return None if self.cache[key] is None else self.cache[key].cycles
+        sources = leaf_sources(self.workload, name, self.shortcuts, self.layouts)
+        result = cached_leaf(self.cache, self.hw, self.workload, name, batch, self.tree.batch,
+                             first, last, self.stride, sources, name in self.stores, False)
+        return None if result is None else result.cycles
 
     def node(self, node: Node, batch: int, first: int, last: int) -> int | None:
         """Cycles of `node` on [first, last): a T Cut n x the sum of its children's, a

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from mipsched.hw.tiled import TiledHardware
 from mipsched.sim.result import SimulationError
 from mipsched.tiled import structure
-from mipsched.tiled.leaf import OFM_UBUF_BYTES, LeafResult, Source, search_leaf
+from mipsched.tiled.leaf import OFM_UBUF_BYTES, LeafResult, cached_leaf, leaf_sources
 from mipsched.tiled.noc import Link, LinkLoads
 from mipsched.tiled.ratree import Cut, Leaf, Node, RaTree, check_tree, layers_of
 from mipsched.workload.graph import Workload
@@ -151,25 +151,10 @@ def _plan(plan: _Plan, node: Node, path: str, batch: int, first: int, last: int,
 
 def _plan_leaf(plan: _Plan, name: str, batch: int, first: int, last: int,
                segment: bool) -> Usage:
-    wl, tree = plan.workload, plan.tree
-    order = {layer: k for k, layer in enumerate(wl.layers)}
-    inputs = list(dict.fromkeys(wl.layers[name].inputs))
-    sources = [Source(wl.shape_of(s).c) for s in inputs if s not in wl.layers]
-    for src in sorted((s for s in inputs if s in wl.layers), key=order.__getitem__):
-        direct = (src, name) not in plan.shortcuts
-        sources.append(Source(wl.shape_of(src).c, direct,
-                              plan.leaves[src].layout if direct else None))
-    to_dram = name in plan.stores
-    # the key of evaluate_tree's leaf cache, so that one cache serves both
-    key = (name, batch, tree.batch, first, last, to_dram, segment, plan.stride,
-           tuple(sources))
-    if key not in plan.cache:
-        hw = plan.hw
-        cores = structure.core_positions(first, last, hw.mesh.cols, hw.mesh.rows,
-                                         plan.stride)
-        plan.cache[key] = search_leaf(hw, wl, name, batch, tree.batch, cores, sources,
-                                      to_dram, segment)
-    result = plan.cache[key]
+    layouts = {n: r.layout for n, r in plan.leaves.items()}
+    sources = leaf_sources(plan.workload, name, plan.shortcuts, layouts)
+    result = cached_leaf(plan.cache, plan.hw, plan.workload, name, batch, plan.tree.batch,
+                         first, last, plan.stride, sources, name in plan.stores, segment)
     if result is None:
         raise _Reject
     plan.leaves[name] = result

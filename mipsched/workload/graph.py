@@ -226,6 +226,11 @@ class Workload:
                            self.outputs])
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+    @cached_property
+    def layer_index(self) -> dict[str, int]:
+        """Each layer's position in the network's (topological) layer order."""
+        return {name: k for k, name in enumerate(self.layers)}
+
     def consumers(self, tensor: str) -> list[str]:
         """Layers reading `tensor` (a layer ofmap or a network input), in layer order."""
         return self._consumers.get(tensor, [])
