@@ -101,8 +101,9 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
     bounds = tiled_bounds(workload, hw)
     result = _result(workload, hw, chosen, found, bounds, time.perf_counter() - started)
     result["seed_costs"] = {str(k): v for k, v in runs.costs.items()}
-    if runs.placement is not None:
-        result["placement"] = dataclasses.asdict(runs.placement)
+    for name in ("recombination", "placement"):
+        if (gain := getattr(runs, name)) is not None:
+            result[name] = dataclasses.asdict(gain)
     result["simulated"] = failure is None
     out_dir = out or Path("out") / safe_name(f"{workload.name}-{hw.name}-b{workload.batch}")
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,8 @@ import pytest
 
 from mipsched.hw.tiled import load_tiled_hardware
 from mipsched.tiled.evaluate import evaluate_tree
-from mipsched.tiled.multistart import RUNS, place_best, search_method, search_seeds
+from mipsched.tiled.multistart import RUNS, search_method, search_seeds
+from mipsched.tiled.passes import place_best
 from mipsched.tiled.ratree import Cut
 from mipsched.tiled.search import SearchResult, search
 from mipsched.tiled.simulate import simulate_tree
@@ -65,8 +66,8 @@ def test_placement_pass_lowers_the_reference_set_tree_and_replays() -> None:
     from test_tiled_evaluate import WL as WL8
 
     found = _result_of(HW8, WL8, parse_printed_tree(SET_TREE), CACHE)
-    placed, gain = place_best(HW8, WL8, found, "edp")
-    assert gain.cuts == 10 and gain.cost_before == found.cost
+    placed, gain = place_best(HW8, WL8, found, "edp", CACHE)
+    assert gain.changed == 10 and gain.cost_before == found.cost
     assert gain.cost_after == placed.cost < 0.995 * found.cost
     assert any(isinstance(n, Cut) and n.ranges for _, n, _ in placed.tree.nodes())
     again = evaluate_tree(HW8, WL8, placed.tree, cache=CACHE)
@@ -79,9 +80,10 @@ def test_placement_pass_lowers_the_reference_set_tree_and_replays() -> None:
 def test_placement_pass_never_makes_the_search_worse() -> None:
     """With or without the pass the search is the same; the pass keeps a tree only when
     it lowers the objective, and LS gets no pass (it is the reference's baseline)."""
-    plain = search_method(HW, WL, "set", seed=3, jobs=1, rounds_per_layer=8, place=False)
+    plain = search_method(HW, WL, "set", seed=3, jobs=1, rounds_per_layer=8, passes=False)
     placed = search_method(HW, WL, "set", seed=3, jobs=1, rounds_per_layer=8)
     assert placed.placement is not None and plain.placement is None
-    assert placed.placement.cost_before == plain.best.cost
-    assert placed.best.cost == placed.placement.cost_after <= plain.best.cost
+    assert placed.recombination.cost_before == plain.best.cost
+    assert placed.placement.cost_before == placed.recombination.cost_after <= plain.best.cost
+    assert placed.best.cost == placed.placement.cost_after <= placed.placement.cost_before
     assert search_method(HW, WL, "ls", jobs=1, rounds_per_layer=2).placement is None

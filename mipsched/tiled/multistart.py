@@ -10,34 +10,36 @@ every worker inherits a warm leaf cache.
 Time limit: the seeds run in ceil(seeds / jobs) waves; each seed gets the time left
 divided by the waves still to run, so the last wave ends by the deadline.
 
-`search_method` (what `solve` and `compare` run) then gives SET's best tree to the
-CP-SAT placement pass (`place_best`, mipsched's extension: core counts per S-Cut child
-that minimise the slowest child, children ordered to minimise byte-hops), kept only
-when it lowers the objective.
+`search_method` (what `solve` and `compare` run) then gives SET's best tree to
+mipsched's two passes (`mipsched.tiled.passes`): segment recombination over every
+seed's evaluated segments, and CP-SAT core counts and placement of the S Cuts; each
+result is kept only when it lowers the objective.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mipsched.hw.tiled import TiledHardware
-from mipsched.tiled.evaluate import evaluate_tree
-from mipsched.tiled.placement import plan_tree
+from mipsched.tiled.evaluate import DEFAULT_STRIDE, evaluate_tree
+from mipsched.tiled.passes import PassGain, place_best, recombine_best
 from mipsched.tiled.ratree import RaTree
-from mipsched.tiled.search import SearchResult, init_tree, objective_cost, search
+from mipsched.tiled.recombine import Segment, harvest, pareto_pool
+from mipsched.tiled.search import SearchResult, init_tree, search
 from mipsched.workload.graph import Workload
 
-RUNS = {"set": (2, 200), "ls": (4, 100), "lp": (4, 100)}
+RUNS = {"set": (8, 50), "ls": (4, 100), "lp": (4, 100)}
 """(seeds, SA rounds per layer) per method by default. LS and LP as the reference runs
-them: 4 seeds of 100 x layers rounds. SET: the same total rounds as 2 longer chains,
-which measured better on ResNet-50 b8 / set-4x4 (E x D, pJ x cycles): 8 seeds of 100
-rounds per layer gave 0.86e17 .. 1.24e17 (mean 1.09e17; the reference's 4 threads:
-0.88e17 .. 1.22e17), 2 seeds of 200 gave 0.81e17 and 0.96e17."""
+them: 4 seeds of 100 x layers rounds. SET: the same total rounds as 8 shorter chains,
+whose segments recombine best (ResNet-50 b8 / set-4x4, E x D in pJ x cycles; the
+reference's 4 threads of 100: 0.88e17 .. 1.22e17): the best seed of 2 x 200 ended at
+0.96e17 (seeds 0, 1; 0.91e17 .. 1.31e17 over seeds 0-7), 4 x 100 recombined at
+0.93e17 / 0.94e17 (seeds 0-3 / 4-7), 8 x 50 at 0.83e17 / 0.86e17 (seeds 0-7 / 8-15),
+16 x 25 at 0.86e17."""
 _CACHES: dict[tuple[str, str], dict] = {}
 """The leaf cache of this process for one (hardware, workload) digest pair (a forked
 worker inherits the parent's); a new pair replaces the old one."""
@@ -62,19 +64,12 @@ class SeedsResult:
     costs: dict[int, float]
     """Final objective value per seed."""
     seconds: float
-    placement: PlacementGain | None = None
+    pool: list[Segment] = field(default_factory=list, repr=False)
+    """Every seed's evaluated segments on their Pareto fronts (`recombine.harvest`)."""
+    recombination: PassGain | None = None
+    """What segment recombination did to the best tree (None: not run)."""
+    placement: PassGain | None = None
     """What the CP-SAT placement pass did to the best tree (None: not run)."""
-
-
-@dataclass(frozen=True)
-class PlacementGain:
-    """The placement pass on the best tree: S Cuts re-planned, objective before and
-    after (after = before when the re-planned tree is not better and is dropped)."""
-
-    cuts: int
-    cost_before: float
-    cost_after: float
-    seconds: float
 
 
 @dataclass(frozen=True)
@@ -89,17 +84,18 @@ class _Job:
     start: RaTree | None
 
 
-def _run(job: _Job) -> tuple[SearchResult, dict]:
-    """One seed's search, and the cache entries that evaluate its best tree (so the
-    parent re-evaluates, replays and re-plans that tree without searching its leaves
-    again: a forked worker's cache does not come back by itself)."""
+def _run(job: _Job) -> tuple[SearchResult, dict, list[Segment]]:
+    """One seed's search, the cache entries that evaluate its best tree (so the parent
+    re-evaluates, replays and re-plans that tree without searching its leaves again: a
+    forked worker's cache does not come back by itself) and the segments it evaluated
+    (`recombine.harvest`)."""
     cache = leaf_cache(job.hw, job.workload)
     found = search(job.hw, job.workload, job.method, seed=job.seed,
                    rounds_per_layer=job.rounds_per_layer, time_limit=job.time_limit,
                    objective=job.objective, start=job.start, cache=cache)
     used = _Recorder(cache)
     evaluate_tree(job.hw, job.workload, found.tree, cache=used)
-    return found, dict(used)
+    return found, dict(used), harvest(cache, job.workload.batch, DEFAULT_STRIDE, 0.75)
 
 
 class _Recorder(dict):
@@ -134,6 +130,7 @@ def search_seeds(hw: TiledHardware, workload: Workload, method: str = "set",
         init_tree(hw, workload, leaf_cache(hw, workload))  # warms the cache every worker inherits
     jobs = max(1, min(jobs, len(seeds)))
     results: dict[int, SearchResult] = {}
+    harvested: list[Segment] = []
     groups = [list(seeds[i:i + jobs]) for i in range(0, len(seeds), jobs)]
     pool = None if jobs == 1 else ProcessPoolExecutor(
         max_workers=jobs, mp_context=multiprocessing.get_context("fork"))
@@ -146,64 +143,46 @@ def search_seeds(hw: TiledHardware, workload: Workload, method: str = "set",
             batch = [_Job(hw, workload, method, s, rounds_per_layer, limit, objective, start)
                      for s in group]
             outcomes = map(_run, batch) if pool is None else pool.map(_run, batch)
-            for seed, (found, used) in zip(group, outcomes, strict=True):
+            for seed, (found, used, segments) in zip(group, outcomes, strict=True):
                 results[seed] = found
                 leaf_cache(hw, workload).update(used)
+                harvested += segments
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     best = min(results.values(), key=lambda r: (r.cost, seeds.index(r.seed)))
     return SeedsResult(best, {s: r.cost for s, r in results.items()},
-                       time.perf_counter() - began)
+                       time.perf_counter() - began, pareto_pool(harvested))
 
 
 def search_method(hw: TiledHardware, workload: Workload, method: str, seed: int = 0,
                   jobs: int = 2, time_limit: float | None = None, objective: str = "edp",
-                  rounds_per_layer: int | None = None, place: bool = True) -> SeedsResult:
+                  rounds_per_layer: int | None = None, passes: bool = True) -> SeedsResult:
     """`search_seeds` with the method's default runs (`RUNS`): seeds seed, seed + 1, ...;
-    `rounds_per_layer` overrides the method's rounds. For `set` with `place`, the best
-    tree then goes through `place_best` (at most PLACEMENT_SHARE of `time_limit`); LS
-    and LP stay the reference's baselines."""
+    `rounds_per_layer` overrides the method's rounds. For `set` with `passes`, the best
+    tree then goes through segment recombination and the placement pass
+    (`mipsched.tiled.passes`, at most PASSES_SHARE of `time_limit`); LS and LP stay the
+    reference's baselines."""
     if method not in RUNS:
         raise ValueError(f"method '{method}': expected one of {', '.join(RUNS)}")
     began = time.perf_counter()
-    placing = place and method == "set"
+    extra = passes and method == "set"
     n_seeds, rounds = RUNS[method]
     search_limit = time_limit
-    if placing and time_limit is not None:
-        search_limit = time_limit * (1 - PLACEMENT_SHARE)
+    if extra and time_limit is not None:
+        search_limit = time_limit * (1 - PASSES_SHARE)
     found = search_seeds(hw, workload, method, tuple(range(seed, seed + n_seeds)), jobs,
                          rounds_per_layer or rounds, search_limit, objective)
-    if placing:
+    if extra:
         deadline = None if time_limit is None else began + time_limit
+        cache = leaf_cache(hw, workload)
+        found.best, found.recombination = recombine_best(hw, workload, found.best,
+                                                         found.pool, objective, cache)
         found.best, found.placement = place_best(hw, workload, found.best, objective,
-                                                 deadline)
+                                                 cache, deadline)
         found.seconds = time.perf_counter() - began
     return found
 
 
-PLACEMENT_SHARE = 0.1
-"""Share of a search's time limit kept for the placement pass."""
-
-
-def place_best(hw: TiledHardware, workload: Workload, found: SearchResult, objective: str,
-               deadline: float | None = None) -> tuple[SearchResult, PlacementGain]:
-    """`found` with its tree's S Cuts re-planned by `placement.plan_tree` (CP-SAT core
-    counts, then the order of the children that minimises byte-hops), when that lowers
-    the objective; else `found` unchanged. Cuts not reached by `deadline`
-    (`time.perf_counter()`) keep SET's allocation."""
-    began = time.perf_counter()
-    try:
-        plan = plan_tree(hw, workload, found.tree, cache=leaf_cache(hw, workload),
-                         deadline=deadline)
-    except ValueError:  # a cut with no feasible counts: keep SET's allocation
-        plan = None
-    before = found.cost
-    if plan is None or plan.evaluation is None or not plan.cuts:
-        return found, PlacementGain(0, before, before, time.perf_counter() - began)
-    cost = objective_cost(plan.evaluation, objective)
-    if cost < before:
-        found = dataclasses.replace(found, tree=plan.tree, evaluation=plan.evaluation,
-                                    cost=cost)
-    return found, PlacementGain(len(plan.cuts), before, found.cost,
-                                time.perf_counter() - began)
+PASSES_SHARE = 0.1
+"""Share of a `set` search's time limit kept for recombination and placement."""
