@@ -139,8 +139,8 @@ def main() -> None:
     lines = [
         "# CP-SAT counts and placement of S Cuts (ResNet-50, batch 8, set-4x4)", "",
         f"`python benchmarks/tiled_placement.py --seconds {args.seconds:g}`; "
-        "mipsched.tiled.placement, docs/set-model.md \"CP-SAT placement (mipsched's "
-        "extension)\". Cycles, byte-hops; E x D in pJ x cycles.", "",
+        "mipsched.tiled.placement, docs/set-model.md §7.2. Cycles, byte-hops; E x D in "
+        "pJ x cycles.", "",
         "## Whole trees", "",
         "| tree | latency, SET alloc | E x D, SET alloc | latency, CP-SAT counts "
         "| E x D, CP-SAT counts | latency, counts + placement | E x D, counts + placement |",

@@ -1,5 +1,5 @@
 """Core counts and placement of an S Cut's children, exact over stated models
-(mipsched's extension, docs/set-model.md "CP-SAT placement (mipsched's extension)").
+(mipsched's extension, docs/set-model.md §7.2).
 
 1. Counts (`cp_sat_counts`): from tables time_i(c) (cycles at c cores), c_i >= 1 with
    sum c_i <= cores minimising max_i time_i(c_i), then the distance to a preferred
