@@ -87,3 +87,20 @@ def test_placement_pass_never_makes_the_search_worse() -> None:
     assert placed.placement.cost_before == placed.recombination.cost_after <= plain.best.cost
     assert placed.best.cost == placed.placement.cost_after <= placed.placement.cost_before
     assert search_method(HW, WL, "ls", jobs=1, rounds_per_layer=2).placement is None
+
+
+def test_a_late_wave_is_abandoned_and_the_start_tree_returned(monkeypatch) -> None:
+    """Workers that never finish (a search stuck in one long round) are killed at the
+    time limit; with no seed done the start tree is the result, on time."""
+    import mipsched.tiled.multistart as multistart
+
+    def stuck(*args, **kwargs):
+        time.sleep(60)
+
+    monkeypatch.setattr(multistart, "search", stuck)
+    began = time.perf_counter()
+    found = search_seeds(HW, WL, "set", (0, 1, 2, 3), jobs=2, rounds_per_layer=8,
+                         time_limit=1.5)
+    assert time.perf_counter() - began < 1.5 + multistart.LATE_SECONDS + 0.7
+    assert found.best.rounds_done == 0 and found.best.tree == found.best.start_tree
+    assert evaluate_tree(HW, WL, found.best.tree).edp == pytest.approx(found.best.cost)

@@ -8,7 +8,9 @@ time, each seed a whole `search` call. The parent first evaluates the start tree
 every worker inherits a warm leaf cache.
 
 Time limit: the seeds run in ceil(seeds / jobs) waves; each seed gets the time left
-divided by the waves still to run, so the last wave ends by the deadline.
+divided by the waves still to run, so the last wave ends by the deadline (a search
+stops before a round that would likely end past it); a wave still running at the
+deadline is abandoned and its workers killed.
 
 `search_method` (what `solve` and `compare` run) then gives SET's best tree to
 mipsched's two passes (`mipsched.tiled.passes`): segment recombination over every
@@ -18,18 +20,18 @@ result is kept only when it lowers the objective.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from mipsched.hw.tiled import TiledHardware
-from mipsched.tiled.evaluate import DEFAULT_STRIDE, evaluate_tree
+from mipsched.tiled.evaluate import DEFAULT_STRIDE, Evaluation, evaluate_tree
 from mipsched.tiled.passes import PassGain, place_best, recombine_best
 from mipsched.tiled.ratree import RaTree
 from mipsched.tiled.recombine import Segment, harvest, pareto_pool
-from mipsched.tiled.search import SearchResult, init_tree, search
+from mipsched.tiled.search import SearchResult, init_tree, objective_cost, search
 from mipsched.workload.graph import Workload
 
 RUNS = {"set": (8, 50), "ls": (4, 100), "lp": (4, 100)}
@@ -122,37 +124,81 @@ def search_seeds(hw: TiledHardware, workload: Workload, method: str = "set",
                  rounds_per_layer: int = 100, time_limit: float | None = None,
                  objective: str = "edp", start: RaTree | None = None) -> SeedsResult:
     """`search` once per seed (at most `jobs` processes at a time) and the best result
-    (lowest objective; ties: the first seed). `time_limit`: seconds for the whole call."""
+    (lowest objective; ties: the first seed). `time_limit`: seconds for the whole call,
+    a promise: a seed not done by then (+ LATE_SECONDS) is abandoned, its worker
+    killed; with no seed done, the start tree is the result."""
     if not seeds:
         raise ValueError("search_seeds needs at least one seed")
     began = time.perf_counter()
-    if start is None:
-        init_tree(hw, workload, leaf_cache(hw, workload))  # warms the cache every worker inherits
+    cache = leaf_cache(hw, workload)
+    if start is None:  # also warms the cache every worker inherits
+        start_tree, start_ev = init_tree(hw, workload, cache)
+    else:
+        start_tree, start_ev = start, evaluate_tree(hw, workload, start, cache=cache)
     jobs = max(1, min(jobs, len(seeds)))
     results: dict[int, SearchResult] = {}
     harvested: list[Segment] = []
-    groups = [list(seeds[i:i + jobs]) for i in range(0, len(seeds), jobs)]
-    pool = None if jobs == 1 else ProcessPoolExecutor(
-        max_workers=jobs, mp_context=multiprocessing.get_context("fork"))
-    try:
-        for k, group in enumerate(groups):
-            limit = None
-            if time_limit is not None:
-                left = time_limit - (time.perf_counter() - began)
-                limit = max(0.0, left / (len(groups) - k))
-            batch = [_Job(hw, workload, method, s, rounds_per_layer, limit, objective, start)
-                     for s in group]
-            outcomes = map(_run, batch) if pool is None else pool.map(_run, batch)
-            for seed, (found, used, segments) in zip(group, outcomes, strict=True):
-                results[seed] = found
-                leaf_cache(hw, workload).update(used)
-                harvested += segments
-    finally:
-        if pool is not None:
-            pool.shutdown(cancel_futures=True)
+    waves = [list(seeds[i:i + jobs]) for i in range(0, len(seeds), jobs)]
+    deadline = None if time_limit is None else began + time_limit
+    outcomes = (_waves_in_process if jobs == 1 and deadline is None else _waves_in_pool)(
+        [[_Job(hw, workload, method, s, rounds_per_layer, None, objective, start)
+          for s in wave] for wave in waves], jobs, deadline)
+    for found, used, segments in outcomes:
+        results[found.seed] = found
+        cache.update(used)
+        harvested += segments
+    if not results:
+        if start_ev is None:
+            raise ValueError("the start tree is invalid or rejected by the cost model")
+        results[seeds[0]] = _unsearched(method, objective, seeds[0], start_tree, start_ev,
+                                        rounds_per_layer * len(workload.layers), began)
     best = min(results.values(), key=lambda r: (r.cost, seeds.index(r.seed)))
     return SeedsResult(best, {s: r.cost for s, r in results.items()},
                        time.perf_counter() - began, pareto_pool(harvested))
+
+
+LATE_SECONDS = 0.3
+"""How long past its deadline a wave of seeds is waited for before it is abandoned."""
+Outcome = tuple[SearchResult, dict, list[Segment]]
+
+
+def _waves_in_process(waves: list[list[_Job]], jobs: int,
+                      deadline: float | None) -> list[Outcome]:
+    """Every job, one after another, in this process (no time limit)."""
+    return [_run(job) for wave in waves for job in wave]
+
+
+def _waves_in_pool(waves: list[list[_Job]], jobs: int,
+                   deadline: float | None) -> list[Outcome]:
+    """The waves one after another on `jobs` forked workers; each wave's seeds get the
+    time left over the waves left. Once a wave is late, the rest are dropped and the
+    workers killed (leaving the pool terminates them)."""
+    done: list[Outcome] = []
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        for k, wave in enumerate(waves):
+            limit = None
+            if deadline is not None:
+                limit = (deadline - time.perf_counter()) / (len(waves) - k)
+                if limit <= 0:
+                    break
+            pending = [pool.apply_async(_run, (dataclasses.replace(job, time_limit=limit),))
+                       for job in wave]
+            for job in pending:
+                wait = None if deadline is None else max(
+                    0.0, deadline + LATE_SECONDS - time.perf_counter())
+                try:
+                    done.append(job.get(wait))
+                except multiprocessing.TimeoutError:
+                    return done
+    return done
+
+
+def _unsearched(method: str, objective: str, seed: int, tree: RaTree, ev: Evaluation,
+                rounds: int, began: float) -> SearchResult:
+    """The start tree as the result of a search that ran no round."""
+    cost = objective_cost(ev, objective)
+    return SearchResult(method, objective, seed, tree, ev, cost, tree, ev, cost, rounds, 0,
+                        0, 0, time.perf_counter() - began)
 
 
 def search_method(hw: TiledHardware, workload: Workload, method: str, seed: int = 0,

@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -325,19 +326,27 @@ class TreePlan:
     evaluation: Evaluation | None
 
 
+class _OutOfTime(Exception):
+    """The deadline passed while a cut's tables were being filled."""
+
+
 class _Timer:
-    """Cycles of a node on a core range inside an S Cut (leaves in evaluate's cache)."""
+    """Cycles of a node on a core range inside an S Cut (leaves in evaluate's cache);
+    raises _OutOfTime once `time.perf_counter()` passes `deadline`."""
 
     def __init__(self, hw: TiledHardware, workload: Workload, tree: RaTree, stride: int,
-                 min_util: float, baseline: Evaluation, cache: dict) -> None:
+                 min_util: float, baseline: Evaluation, cache: dict,
+                 deadline: float | None) -> None:
         self.hw, self.workload, self.tree, self.stride = hw, workload, tree, stride
-        self.min_util, self.cache = min_util, cache
+        self.min_util, self.cache, self.deadline = min_util, cache, deadline
         self.layouts: dict[str, Layout] = {n: r.layout for n, r in baseline.leaves.items()}
         self.shortcuts, self.stores = via_dram(tree, workload), stores_to_dram(tree, workload)
 
     def leaf(self, name: str, batch: int, first: int, last: int) -> int | None:
         """`search_leaf`'s cycles on cores [first, last), direct producers read from their
         layouts in the baseline evaluation; None: no partition fits."""
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise _OutOfTime
         sources = leaf_sources(self.workload, name, self.shortcuts, self.layouts)
         result = cached_leaf(self.cache, self.hw, self.workload, name, batch, self.tree.batch,
                              first, last, self.stride, sources, name in self.stores, False)
@@ -368,24 +377,30 @@ def plan_tree(hw: TiledHardware, workload: Workload, tree: RaTree,
     """`cp_sat_counts` and (with `place`; else the children back to back in child order)
     `best_order` for every S Cut of `tree`, top-down, then the tree re-evaluated under
     them. A cut's tables: time_i(c) = `_Timer.node` of child i on the cut's first c
-    cores. Once `time.perf_counter()` passes `deadline`, the remaining cuts keep their
-    allocation. ValueError when the reference rejects the tree or a cut has no feasible
-    counts."""
+    cores. Once `time.perf_counter()` passes `deadline` (checked before every leaf
+    search of the tables), the remaining cuts keep their allocation. ValueError when
+    the reference rejects the tree or a cut has no feasible counts."""
     cache = {} if cache is None else cache
     baseline = evaluate_tree(hw, workload, tree, stride, min_util, cache)
     if baseline is None:
         raise ValueError("the reference model rejects the tree: nothing to re-plan")
-    timer = _Timer(hw, workload, tree, stride, min_util, baseline, cache)
+    timer = _Timer(hw, workload, tree, stride, min_util, baseline, cache, deadline)
     plans: list[CutPlan] = []
     spans = {"root": (0, hw.n_tiles)}
     for path, node, batch in tree.nodes():  # parents first
         if not isinstance(node, Cut):
             continue
         first, last = spans[path]
+        planned = None
         if node.kind == "S" and (deadline is None or time.perf_counter() < deadline):
-            plans.append(_plan_cut(timer, node, path, batch // node.subbatches,
-                                   spans[path], place, time_limit))
-            children = [(first + lo, first + hi) for lo, hi in plans[-1].ranges]
+            limit = time_limit if deadline is None else max(
+                0.01, min(time_limit, deadline - time.perf_counter()))
+            with contextlib.suppress(_OutOfTime):  # then it and the rest keep theirs
+                planned = _plan_cut(timer, node, path, batch // node.subbatches,
+                                    spans[path], place, limit)
+        if planned is not None:
+            plans.append(planned)
+            children = [(first + lo, first + hi) for lo, hi in planned.ranges]
         else:
             kept = child_spans(node, workload, first, last, min_util)
             if kept is None:  # its allocation fails on its new cores: the tree is rejected

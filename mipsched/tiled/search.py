@@ -14,8 +14,8 @@
 - One thread per call, deterministic per seed (the reference runs 4 seeds in threads and
   keeps the best; a caller may do the same with several calls). Under `time_limit`, x is
   the larger of round / rounds and the share of the time used, so a run cut short still
-  cools down, and the run stops at the deadline with the best so far; such a run is no
-  longer reproducible round for round.
+  cools down, and the run stops with the best so far once the longest round so far
+  would end past the deadline; such a run is no longer reproducible round for round.
 
 Departures from the reference: Python's Mersenne-Twister draws are not libstdc++'s
 distributions, so no run reproduces the reference's trees draw for draw.
@@ -201,10 +201,13 @@ def _anneal(state: _State, mutator: Mutator, evaluate: _Evaluator, objective: st
     valid = accepted = done = 0
     restarted = False
     rng = mutator.rng
+    slowest, last = 0.0, time.perf_counter()  # the longest round so far (s), its start
     for r in range(progress.total):
         x = progress.at(r)
-        if progress.deadline is not None and time.perf_counter() >= progress.deadline:
-            break
+        now = time.perf_counter()
+        slowest, last = max(slowest, now - last), now
+        if progress.deadline is not None and now + slowest >= progress.deadline:
+            break  # the next round would likely end past the deadline
         done = r + 1
         if x >= RESTART_AT and not restarted:
             restarted = True
