@@ -88,6 +88,7 @@ class _Path:
     before: _Path | None
 
     def segments(self) -> list[Segment]:
+        """The path's segments, first to last."""
         out, path = [], self
         while path is not None and path.last is not None:
             out.append(path.last)
