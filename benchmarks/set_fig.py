@@ -3,9 +3,11 @@ RA trees against its layer-sequential (LS) and layer-pipelined (LP) restrictions
 tiled machines set-4x4 and set-12x12, at batch 1, 8 and 64, objective E x D.
 
 Every (network, mesh, batch, method) runs `search_method`, what `mipsched solve` runs,
-with mipsched's default runs (`mipsched.tiled.multistart.RUNS`: LS and LP as the
-reference, 4 seeds x 100 SA rounds per layer, the best seed kept; SET 8 seeds x 50, the
-same total, then segment recombination and CP-SAT placement), two processes at a time;
+with mipsched's default runs (`mipsched.tiled.method.PLANS`: LS and LP as the
+reference, 4 seeds x 100 SA rounds per layer, the best seed kept; SET 2 LP-restricted
+seeds x 50, 2 SET seeds x 50 from the best LP tree and 8 SET seeds x 50 from the
+layer-by-layer tree, then segment recombination and CP-SAT placement), two processes at
+a time;
 `--time-limit` caps each search (all its seeds and passes) in seconds. SET's row also
 gives its best seed's E x D before the passes. Per case the table
 gives SET's latency (cycles), energy (pJ) and E x D, the E x D of LS and LP, SET's
@@ -34,7 +36,7 @@ from publish import publish  # benchmarks/ is on sys.path when a benchmark runs
 
 from mipsched.hw.tiled import load_tiled_hardware
 from mipsched.tiled.bound import tiled_bounds
-from mipsched.tiled.multistart import search_method
+from mipsched.tiled.method import plan_summary, search_method
 from mipsched.workload.resolve import resolve_network
 
 RESULTS = Path(__file__).parent / "results"
@@ -140,7 +142,7 @@ def main() -> None:
                     with args.journal.open("a") as journal:
                         journal.write(json.dumps(record) + "\n")
                     records.append(record)
-    settings = ("SET 8 seeds x 50 SA rounds per layer + recombination + placement, "
+    settings = (f"SET {plan_summary('set')} + recombination + placement, "
                 "LS / LP 4 x 100"
                 + (f", at most {args.time_limit:g} s per search" if args.time_limit else "")
                 + f", {args.jobs} processes")

@@ -51,7 +51,8 @@ from mipsched.solve.tiled_compare import (
 )
 from mipsched.tiled.bound import TiledBounds, tiled_bounds
 from mipsched.tiled.evaluate import Evaluation, evaluate_tree
-from mipsched.tiled.multistart import RUNS, leaf_cache, search_method
+from mipsched.tiled.method import plan_summary, search_method
+from mipsched.tiled.multistart import leaf_cache
 from mipsched.tiled.noc import Link, link_target
 from mipsched.tiled.ratree import Cut, RaTree, check_tree, parse_tree, tree_json
 from mipsched.tiled.replay_check import checked_replay
@@ -86,9 +87,8 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
     limit = None
     if time_limit is not None:
         limit = max(0.0, time_limit - (time.perf_counter() - started) - RESULT_RESERVE_SECONDS)
-    n_seeds, rounds = RUNS[chosen]
     with progress.status(f"SET search ({chosen}) of {workload.name} on {hw.name}: "
-                         f"{n_seeds} seeds x {rounds} rounds per layer", spinner="dots"):
+                         f"{plan_summary(chosen)}", spinner="dots"):
         try:
             runs = search_method(hw, workload, chosen, seed, workers or os.cpu_count() or 1,
                                  limit, objective)

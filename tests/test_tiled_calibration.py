@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from mipsched.hw.tiled import load_tiled_hardware
-from mipsched.tiled.multistart import leaf_cache, search_method
+from mipsched.tiled.method import search_method
+from mipsched.tiled.multistart import leaf_cache
 from mipsched.tiled.replay_check import checked_replay
 from mipsched.workload.resolve import resolve_network
 

@@ -8,7 +8,8 @@ import pytest
 
 from mipsched.hw.tiled import load_tiled_hardware
 from mipsched.tiled.evaluate import evaluate_tree
-from mipsched.tiled.multistart import RUNS, search_method, search_seeds
+from mipsched.tiled.method import PLANS, search_method
+from mipsched.tiled.multistart import search_seeds
 from mipsched.tiled.passes import place_best
 from mipsched.tiled.ratree import Cut
 from mipsched.tiled.search import SearchResult, search
@@ -44,8 +45,12 @@ def test_a_time_limit_covers_every_wave() -> None:
     assert all(c <= found.best.start_cost for c in found.costs.values())
 
 
-def test_default_runs_give_set_the_rounds_of_the_baselines() -> None:
-    assert {m: s * r for m, (s, r) in RUNS.items()} == {"set": 400, "ls": 400, "lp": 400}
+def test_the_plans_rounds_and_time_shares() -> None:
+    """LS and LP: the reference's 4 x 100 rounds per layer; SET: 8 x 50 from the
+    layer-by-layer tree + 2 LP x 50 + 2 warm x 50; every plan's shares sum to 1."""
+    rounds = {m: sum(p.seeds * p.rounds_per_layer for p in plan) for m, plan in PLANS.items()}
+    assert rounds == {"set": 600, "ls": 400, "lp": 400}
+    assert all(sum(p.share for p in plan) == pytest.approx(1) for plan in PLANS.values())
     with pytest.raises(ValueError, match="at least one seed"):
         search_seeds(HW, WL, "set", ())
 

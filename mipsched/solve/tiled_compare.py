@@ -2,7 +2,7 @@
 networks of a tiled machine, one row per (network, method).
 
 Each row is the best RA tree of one `search_method` run (the method's default seeds and
-rounds, `mipsched.tiled.multistart.RUNS`; a fresh leaf cache each, so the wall times
+rounds, `mipsched.tiled.method.PLANS`; a fresh leaf cache each, so the wall times
 compare), re-evaluated figures of that tree, the multi-core lower bounds of the network
 (`tiled_bounds`) and the gaps to them, and the ratios against a baseline method on the
 same network: speedup = baseline latency / latency, energy and E x D as fractions of the
@@ -21,7 +21,8 @@ from mipsched.errors import InputError
 from mipsched.hw.tiled import TiledHardware
 from mipsched.solve.network import DEFAULT_TIME_LIMIT
 from mipsched.tiled.bound import tiled_bounds
-from mipsched.tiled.multistart import leaf_cache, search_method
+from mipsched.tiled.method import search_method
+from mipsched.tiled.multistart import leaf_cache
 from mipsched.tiled.ratree import RaTree
 from mipsched.tiled.replay_check import checked_replay
 from mipsched.tiled.search import OBJECTIVES

@@ -12,10 +12,8 @@ divided by the waves still to run, so the last wave ends by the deadline (a sear
 stops before a round that would likely end past it); a wave still running at the
 deadline is abandoned and its workers killed.
 
-`search_method` (what `solve` and `compare` run) then gives SET's best tree to
-mipsched's two passes (`mipsched.tiled.passes`): segment recombination over every
-seed's evaluated segments, and CP-SAT core counts and placement of the S Cuts; each
-result is kept only when it lowers the objective.
+`mipsched.tiled.method` strings such calls together into what `solve` and `compare`
+run.
 """
 
 from __future__ import annotations
@@ -28,20 +26,11 @@ from dataclasses import dataclass, field
 
 from mipsched.hw.tiled import TiledHardware
 from mipsched.tiled.evaluate import DEFAULT_STRIDE, Evaluation, evaluate_tree
-from mipsched.tiled.passes import PassGain, place_best, recombine_best
 from mipsched.tiled.ratree import RaTree
 from mipsched.tiled.recombine import Segment, harvest, pareto_pool
 from mipsched.tiled.search import SearchResult, init_tree, objective_cost, search
 from mipsched.workload.graph import Workload
 
-RUNS = {"set": (8, 50), "ls": (4, 100), "lp": (4, 100)}
-"""(seeds, SA rounds per layer) per method by default. LS and LP as the reference runs
-them: 4 seeds of 100 x layers rounds. SET: the same total rounds as 8 shorter chains,
-whose segments recombine best (ResNet-50 b8 / set-4x4, E x D in pJ x cycles; the
-reference's 4 threads of 100: 0.88e17 .. 1.22e17): the best seed of 2 x 200 ended at
-0.96e17 (seeds 0, 1; 0.91e17 .. 1.31e17 over seeds 0-7), 4 x 100 recombined at
-0.93e17 / 0.94e17 (seeds 0-3 / 4-7), 8 x 50 at 0.83e17 / 0.86e17 (seeds 0-7 / 8-15),
-16 x 25 at 0.86e17."""
 _CACHES: dict[tuple[str, str], dict] = {}
 """The leaf cache of this process for one (hardware, workload) digest pair (a forked
 worker inherits the parent's); a new pair replaces the old one."""
@@ -68,10 +57,6 @@ class SeedsResult:
     seconds: float
     pool: list[Segment] = field(default_factory=list, repr=False)
     """Every seed's evaluated segments on their Pareto fronts (`recombine.harvest`)."""
-    recombination: PassGain | None = None
-    """What segment recombination did to the best tree (None: not run)."""
-    placement: PassGain | None = None
-    """What the CP-SAT placement pass did to the best tree (None: not run)."""
 
 
 @dataclass(frozen=True)
@@ -199,36 +184,3 @@ def _unsearched(method: str, objective: str, seed: int, tree: RaTree, ev: Evalua
     cost = objective_cost(ev, objective)
     return SearchResult(method, objective, seed, tree, ev, cost, tree, ev, cost, rounds, 0,
                         0, 0, time.perf_counter() - began)
-
-
-def search_method(hw: TiledHardware, workload: Workload, method: str, seed: int = 0,
-                  jobs: int = 2, time_limit: float | None = None, objective: str = "edp",
-                  rounds_per_layer: int | None = None, passes: bool = True) -> SeedsResult:
-    """`search_seeds` with the method's default runs (`RUNS`): seeds seed, seed + 1, ...;
-    `rounds_per_layer` overrides the method's rounds. For `set` with `passes`, the best
-    tree then goes through segment recombination and the placement pass
-    (`mipsched.tiled.passes`, at most PASSES_SHARE of `time_limit`); LS and LP stay the
-    reference's baselines."""
-    if method not in RUNS:
-        raise ValueError(f"method '{method}': expected one of {', '.join(RUNS)}")
-    began = time.perf_counter()
-    extra = passes and method == "set"
-    n_seeds, rounds = RUNS[method]
-    search_limit = time_limit
-    if extra and time_limit is not None:
-        search_limit = time_limit * (1 - PASSES_SHARE)
-    found = search_seeds(hw, workload, method, tuple(range(seed, seed + n_seeds)), jobs,
-                         rounds_per_layer or rounds, search_limit, objective)
-    if extra:
-        deadline = None if time_limit is None else began + time_limit
-        cache = leaf_cache(hw, workload)
-        found.best, found.recombination = recombine_best(hw, workload, found.best,
-                                                         found.pool, objective, cache)
-        found.best, found.placement = place_best(hw, workload, found.best, objective,
-                                                 cache, deadline)
-        found.seconds = time.perf_counter() - began
-    return found
-
-
-PASSES_SHARE = 0.1
-"""Share of a `set` search's time limit kept for recombination and placement."""
