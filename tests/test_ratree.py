@@ -78,3 +78,30 @@ def test_json_round_trip_and_errors() -> None:
                                           "children": [{"layer": "a"}, {"oops": 1}]}})
     with pytest.raises(TreeError, match="batch must be"):
         parse_tree({"batch": 0, "root": {"layer": "a"}})
+
+
+@pytest.mark.parametrize(("ranges", "kind", "message"), [
+    (((0, 2), (1, 3)), "S", "disjoint"),
+    (((0, 2),), "S", "1 core ranges for 2 children"),
+    (((2, 2), (3, 4)), "S", "non-empty"),
+    (((-1, 2), (3, 4)), "S", "offsets from 0"),
+    (((0, 2), (2, 4)), "T", "only an S Cut"),
+])
+def test_core_ranges_are_checked_naming_the_cut(ranges, kind, message) -> None:
+    cut = Cut(kind, (Leaf("b"), Leaf("c")), 1, ranges)
+    tree = RaTree(Cut("T", (Leaf("a"), cut, Leaf("d")), 1), 4)
+    with pytest.raises(TreeError, match=message) as err:
+        check_tree(tree, diamond())
+    assert "root.1" in str(err.value)
+
+
+def test_core_ranges_round_trip_and_bad_json() -> None:
+    cut = Cut("S", (Leaf("b"), Leaf("c")), 2, ((3, 5), (0, 3)))
+    tree = RaTree(Cut("T", (Leaf("a"), cut, Leaf("d")), 1), 4)
+    check_tree(tree, diamond())
+    data = tree_json(tree)
+    assert data["root"]["children"][1]["ranges"] == [[3, 5], [0, 3]]
+    assert parse_tree(data) == tree
+    data["root"]["children"][1]["ranges"] = [[0, "2"], [2, 4]]
+    with pytest.raises(TreeError, match="root.1: ranges must be"):
+        parse_tree(data)
