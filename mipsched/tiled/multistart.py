@@ -3,8 +3,8 @@
 The reference runs its SA in 4 threads (seeds s, s+1, s+2, s+3, each the full
 100 x layers rounds from the same start) and keeps the best tree; its threads' results
 differ by up to ~40 % on ResNet-50 (E x D 0.88e17 .. 1.22e17 at batch 8 on 4 x 4).
-`search_seeds` does the same with forked processes (`concurrent.futures`): `jobs` at a
-time, each seed a whole `search` call. The parent first evaluates the start tree, so
+`search_seeds` does the same with forked worker processes (`multiprocessing.Pool`):
+`jobs` at a time, each seed a whole `search` call. The parent first evaluates the start tree, so
 every worker inherits a warm leaf cache.
 
 Time limit: the seeds run in ceil(seeds / jobs) waves; each seed gets the time left
@@ -71,7 +71,11 @@ class _Job:
     start: RaTree | None
 
 
-def _run(job: _Job) -> tuple[SearchResult, dict, list[Segment]]:
+Outcome = tuple[SearchResult, dict, list[Segment]]
+"""A seed's result, the leaf cache entries of its best tree, its harvested segments."""
+
+
+def _run(job: _Job) -> Outcome:
     """One seed's search, the cache entries that evaluate its best tree (so the parent
     re-evaluates, replays and re-plans that tree without searching its leaves again: a
     forked worker's cache does not come back by itself) and the segments it evaluated
@@ -144,7 +148,6 @@ def search_seeds(hw: TiledHardware, workload: Workload, method: str = "set",
 
 LATE_SECONDS = 0.3
 """How long past its deadline a wave of seeds is waited for before it is abandoned."""
-Outcome = tuple[SearchResult, dict, list[Segment]]
 
 
 def _waves_in_process(waves: list[list[_Job]], jobs: int,
