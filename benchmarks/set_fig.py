@@ -169,7 +169,8 @@ def main() -> None:
                     with args.journal.open("a") as journal:
                         journal.write(json.dumps(record) + "\n")
                     records.append(record)
-    settings = (f"SET {plan_summary('set')} + recombination + placement, "
+    plans = sorted({plan_summary("set", load_tiled_hardware(m)) for m in args.meshes})
+    settings = (f"SET {' or '.join(plans)} + recombination + placement, "
                 "LS / LP 4 x 100"
                 + (f", at most {args.time_limit:g} s per search" if args.time_limit else "")
                 + f", {args.jobs} processes")

@@ -88,7 +88,7 @@ def solve_tiled(workload: Workload, hw: TiledHardware, method: str | None, seed:
     if time_limit is not None:
         limit = max(0.0, time_limit - (time.perf_counter() - started) - RESULT_RESERVE_SECONDS)
     with progress.status(f"SET search ({chosen}) of {workload.name} on {hw.name}: "
-                         f"{plan_summary(chosen)}", spinner="dots"):
+                         f"{plan_summary(chosen, hw)}", spinner="dots"):
         try:
             runs = search_method(hw, workload, chosen, seed, workers or os.cpu_count() or 1,
                                  limit, objective)

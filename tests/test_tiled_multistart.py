@@ -8,7 +8,7 @@ import pytest
 
 from mipsched.hw.tiled import load_tiled_hardware
 from mipsched.tiled.evaluate import evaluate_tree
-from mipsched.tiled.method import PLANS, search_method
+from mipsched.tiled.method import LARGE_SET_PLAN, PLANS, plan, plan_summary, search_method
 from mipsched.tiled.multistart import search_seeds
 from mipsched.tiled.passes import place_best
 from mipsched.tiled.ratree import Cut
@@ -51,6 +51,7 @@ def test_the_plans_rounds_and_time_shares() -> None:
     rounds = {m: sum(p.seeds * p.rounds_per_layer for p in plan) for m, plan in PLANS.items()}
     assert rounds == {"set": 600, "ls": 400, "lp": 400}
     assert all(sum(p.share for p in plan) == pytest.approx(1) for plan in PLANS.values())
+    assert sum(p.share for p in LARGE_SET_PLAN) == pytest.approx(1)
     with pytest.raises(ValueError, match="at least one seed"):
         search_seeds(HW, WL, "set", ())
 
@@ -109,3 +110,14 @@ def test_a_late_wave_is_abandoned_and_the_start_tree_returned(monkeypatch) -> No
     assert time.perf_counter() - began < 1.5 + multistart.LATE_SECONDS + 0.7
     assert found.best.rounds_done == 0 and found.best.tree == found.best.start_tree
     assert evaluate_tree(HW, WL, found.best.tree).edp == pytest.approx(found.best.cost)
+
+
+def test_a_large_mesh_gives_set_more_lp_and_warm_seeds_and_the_baselines_their_own() -> None:
+    """set-12x12 runs LARGE_SET_PLAN for `set`, set-4x4 the default; LS and LP the same
+    plan on both; an unknown method is refused naming the choices."""
+    big = load_tiled_hardware("set-12x12")
+    assert plan("set", big) == LARGE_SET_PLAN and plan("set", HW) == PLANS["set"]
+    assert all(plan(m, big) == PLANS[m] for m in ("ls", "lp"))
+    assert plan_summary("set", big) == "2 lp x 50 + 4 warm x 50 + 2 init x 50 rounds per layer"
+    with pytest.raises(ValueError, match="expected one of set, ls, lp"):
+        plan("tangram", HW)
