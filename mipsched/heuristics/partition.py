@@ -236,7 +236,7 @@ class Partitioner:
         stored, default DLSA); None if it does not fit. A single layer that does not fit is
         refined until it does (InfeasibleError if it never does)."""
         while True:
-            sub = _sub_workload(self.workload, self.order[a:b])
+            sub = sub_workload(self.workload, self.order[a:b])
             lfa = Lfa(self.order[a:b], (), (self.tiling(a, b),), ())
             cand = evaluate_lfa(Lowerer(sub, self.lowerer.hw), lfa, buffer_limit=sys.maxsize)
             self.evaluations += 1
@@ -255,7 +255,7 @@ class Partitioner:
             self.refined[a] = finer
 
 
-def _sub_workload(wl: Workload, layers: tuple[str, ...]) -> Workload:
+def sub_workload(wl: Workload, layers: tuple[str, ...]) -> Workload:
     """The layers as a network of their own: tensors from outside become inputs, layers
     read outside (or network outputs) become outputs."""
     members = set(layers)

@@ -2,7 +2,8 @@
 `--method auto`, `cpsat` and `exact`.
 
 - auto: SoMa's SA for a share of the budget; then the LFA annealed again with every
-  candidate timed under its prefetching DLSA (prefetch_anneal), from SA's best, and
+  candidate timed under its prefetching DLSA (prefetch_anneal), from the better of SA's
+  best and the DP's split of the order into LGs with their own tilings (lg_split), and
   descended to a local optimum under the same timing (local_descent); then the
   LFA segment model with the best LFA so far as incumbent (never worse than it); then the
   exact DLSA model on that program and on the LFA model's (if it found a better LFA),
@@ -44,6 +45,7 @@ from mipsched.formulations.lfa import solve_lfa
 from mipsched.formulations.lfa.relaxation import MAX_LAYERS
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
+from mipsched.heuristics.lg_split import lg_split_start
 from mipsched.heuristics.local_descent import descend
 from mipsched.heuristics.partition import dp_partition, greedy_fusion
 from mipsched.heuristics.prefetch_anneal import anneal_prefetched_chains
@@ -57,6 +59,8 @@ LFA_SHARE = 0.15
 the DLSA model)."""
 MODEL_SECONDS = 30.0
 """Each model's time when no --time-limit is given."""
+SPLIT_SHARE = 0.2
+"""Share of the time left after SA that the DP's LG split may use (lg_split)."""
 PREFETCH_SHARE = 0.5
 """Share of the time left after SA given to the prefetch-scored LFA annealing."""
 DESCENT_SHARE = 0.3
@@ -181,9 +185,10 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
     pass. Stops once a schedule reaches `options.target_latency`."""
     models: list[ModelRecord] = []
     cost = options.objective.cost
+    split = _split_step(lowerer, options, deadline)
+    starts = [sa.best, *(c for c in (options.start, split) if c is not None)]
+    first_start = min(starts, key=lambda c: cost(c.evaluation))
     until = None if deadline is None else time.perf_counter() + _left(deadline, PREFETCH_SHARE)
-    first_start = sa.best if options.start is None else min(
-        (sa.best, options.start), key=lambda c: cost(c.evaluation))
     start = _prefetch_step(lowerer, first_start, options, until, options.seed) or first_start
     start = _descent_step(lowerer, start, options, deadline)
     lfa_limit = (MODEL_SECONDS if deadline is None or options.time_limit is None
@@ -209,7 +214,22 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
         polished = _dlsa_step(more, options, _left(deadline), models)
         best = min((best, polished), key=lambda c: cost(c.evaluation))
     stages = dict(sa.stages) if best is sa.best else {**sa.stages, "cpsat": best}
+    if split is not None:
+        stages["lg_split"] = split
     return MethodResult(best, stages, sa.evaluations, models)
+
+
+def _split_step(lowerer: Lowerer, options: SearchOptions, deadline: float | None
+                ) -> Candidate | None:
+    """The DP's LG split with its prefetching DLSA (`lg_split.lg_split_start`), found
+    within SPLIT_SHARE of the time left (no limit without a deadline), or None."""
+    if options.stop.is_set():
+        return None
+    until = None if deadline is None else time.perf_counter() + _left(deadline, SPLIT_SHARE)
+    found = lg_split_start(lowerer, until)
+    if found is not None:
+        offer(options, found)
+    return found
 
 
 def cpsat(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
