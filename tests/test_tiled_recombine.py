@@ -126,3 +126,15 @@ def test_no_cover_gives_none() -> None:
     wl = resolve_network("chain3", 1, 1)
     only_first = [Segment(Leaf(next(iter(wl.layers))), 1, 5, 1.0)]
     assert recombine(wl, only_first) is None
+
+
+def test_the_dp_gives_up_past_its_deadline_or_its_most_states() -> None:
+    """A pool that covers the network still gives None when the DP may not build its
+    states (max_states) or its deadline has passed; with room it finds the tree."""
+    wl = resolve_network("resblock", 4, 1)
+    cache: dict = {}
+    search(HW, wl, "set", seed=0, rounds_per_layer=4, cache=cache)
+    pool = harvest(cache, wl.batch, DEFAULT_STRIDE, 0.75)
+    assert recombine(wl, pool, "edp") is not None
+    assert recombine(wl, pool, "edp", max_states=1) is None
+    assert recombine(wl, pool, "edp", deadline=0.0) is None

@@ -20,7 +20,8 @@ independent SA seeds (`multistart.search_seeds`), then, for `set`, mipsched's tw
   seeds 0.96e17; 4 x 100 recombined 0.93e17 / 0.94e17 (seeds 0-3 / 4-7); 8 x 50
   recombined 0.83e17 / 0.86e17 (seeds 0-7 / 8-15); 16 x 25 0.86e17.
 
-Under a time limit the passes keep PASSES_SHARE of it and each phase gets its share
+Under a time limit the passes keep PASSES_SHARE of it (recombination gives up halfway
+through what is left then, placement takes the rest) and each phase gets its share
 (`Phase.share`) of the time left when it starts, so time an early phase saves goes to
 the later ones; without one every phase runs all its rounds.
 """
@@ -133,10 +134,11 @@ def search_method(hw: TiledHardware, workload: Workload, method: str, seed: int 
     result = MethodResult(best, costs, time.perf_counter() - began)
     if extra:
         deadline = None if time_limit is None else began + time_limit
+        halfway = None if deadline is None else (time.perf_counter() + deadline) / 2
         cache = leaf_cache(hw, workload)
         result.best, result.recombination = recombine_best(hw, workload, result.best,
                                                            pareto_pool(pool), objective,
-                                                           cache)
+                                                           cache, halfway)
         result.best, result.placement = place_best(hw, workload, result.best, objective,
                                                    cache, deadline)
         result.seconds = time.perf_counter() - began

@@ -47,12 +47,14 @@ def _keep_if_better(found: SearchResult, tree: RaTree, evaluation: Evaluation | 
 
 
 def recombine_best(hw: TiledHardware, workload: Workload, found: SearchResult,
-                   pool: Iterable[Segment], objective: str,
-                   cache: dict) -> tuple[SearchResult, PassGain]:
+                   pool: Iterable[Segment], objective: str, cache: dict,
+                   deadline: float | None = None) -> tuple[SearchResult, PassGain]:
     """`found` replaced by the best recombination of `pool` when that is better, the
-    recombined tree evaluated again by the cost model (leaf searches in `cache`)."""
+    recombined tree evaluated again by the cost model (leaf searches in `cache`);
+    `found` unchanged when the recombination gives up (`deadline`, time.perf_counter(),
+    or too many states: `recombine`)."""
     began = time.perf_counter()
-    tree = recombine(workload, pool, objective)
+    tree = recombine(workload, pool, objective, deadline)
     better = found
     if tree is not None and tree != found.tree:
         better = _keep_if_better(found, tree, evaluate_tree(hw, workload, tree, cache=cache),

@@ -23,6 +23,7 @@ worse than it. Units: cycles, pJ.
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,10 @@ from mipsched.workload.graph import Workload
 
 MAX_FRONT = 64
 """Points kept on a state's Pareto front (the extremes and an even spread between)."""
+MAX_STATES = 50_000
+"""Most sets of layers done the DP builds per batch before it gives up: on networks of
+many parallel branches (a Transformer's heads) the sets that some sequence of pooled
+segments reaches grow exponentially."""
 
 
 @dataclass(frozen=True)
@@ -96,11 +101,13 @@ class _Path:
         return out[::-1]
 
 
-def recombine(workload: Workload, pool: Iterable[Segment], objective: str = "edp"
+def recombine(workload: Workload, pool: Iterable[Segment], objective: str = "edp",
+              deadline: float | None = None, max_states: int = MAX_STATES
               ) -> RaTree | None:
     """The tree of least `objective` ('edp', 'latency' or 'energy') that strings
     segments of `pool` together (module docstring), or None when no sequence of them
-    covers the workload."""
+    covers the workload, or the DP passes `deadline` (time.perf_counter()) or
+    `max_states` sets of layers done for some batch (it gives up: no partial answer)."""
     best: tuple[float, RaTree] | None = None
     by_batch: dict[int, list[Segment]] = defaultdict(list)
     for s in pool:
@@ -109,7 +116,10 @@ def recombine(workload: Workload, pool: Iterable[Segment], objective: str = "edp
         if workload.batch % batch:
             continue
         n_root = workload.batch // batch
-        path = _best_path(workload, segments, objective)
+        try:
+            path = _best_path(workload, segments, objective, deadline, max_states)
+        except _GaveUp:
+            return None
         if path is None:
             continue
         score = _score(path.cycles * n_root, path.energy_pj * n_root, objective)
@@ -123,11 +133,17 @@ def _score(cycles: float, energy_pj: float, objective: str) -> float:
     return {"edp": cycles * energy_pj, "latency": cycles, "energy": energy_pj}[objective]
 
 
-def _best_path(workload: Workload, segments: list[Segment], objective: str
+class _GaveUp(Exception):
+    """The DP passed its deadline or its most states."""
+
+
+def _best_path(workload: Workload, segments: list[Segment], objective: str,
+               deadline: float | None = None, max_states: int = MAX_STATES
                ) -> _Path | None:
-    """Dynamic programming over the sets of layers done (bit masks), smallest first;
-    a segment extends a state when it shares no layer with it and every producer of its
-    layers is in the state or in the segment."""
+    """Dynamic programming over the sets of layers done (bit masks), by number of
+    layers done (every predecessor of a state has fewer); a segment extends a state when
+    it shares no layer with it and every producer of its layers is in the state or in
+    the segment. _GaveUp past `deadline` or `max_states` states."""
     bit = {name: 1 << k for k, name in enumerate(workload.layers)}
     moves = []
     for s in segments:
@@ -138,20 +154,26 @@ def _best_path(workload: Workload, segments: list[Segment], objective: str
             needs |= sum(bit[p] for p in workload.layers[n].inputs if p in bit)
         moves.append((mask, needs & ~mask, s))
     full = (1 << len(bit)) - 1
-    fronts: dict[int, list[_Path]] = {0: [_Path(0, 0.0, None, None)]}
-    while True:
-        open_states = [m for m in fronts if m != full]
-        if not open_states:
-            break
-        state = min(open_states, key=int.bit_count)
-        front = fronts.pop(state)
-        for mask, needs, s in moves:
-            if mask & state or needs & ~state:
-                continue
-            grown = [_Path(p.cycles + s.cycles, p.energy_pj + s.energy_pj, s, p)
-                     for p in front]
-            fronts[state | mask] = _thin(fronts.get(state | mask, []) + grown)
-    done = fronts.get(full)
+    levels: list[dict[int, list[_Path]]] = [{} for _ in range(len(bit) + 1)]
+    levels[0][0] = [_Path(0, 0.0, None, None)]
+    states = 1
+    for level in levels[:-1]:
+        for state, front in level.items():
+            if deadline is not None and time.perf_counter() > deadline:
+                raise _GaveUp
+            for mask, needs, s in moves:
+                if mask & state or needs & ~state:
+                    continue
+                grown = [_Path(p.cycles + s.cycles, p.energy_pj + s.energy_pj, s, p)
+                         for p in front]
+                target = levels[(state | mask).bit_count()]
+                if state | mask not in target:
+                    states += 1
+                    if states > max_states:
+                        raise _GaveUp
+                target[state | mask] = _thin(target.get(state | mask, []) + grown)
+        level.clear()  # every state it extends has more layers done
+    done = levels[-1].get(full)
     if not done:
         return None
     return min(done, key=lambda p: _score(p.cycles, p.energy_pj, objective))
