@@ -126,6 +126,11 @@ NOTES = (
     "- Under the time limit a search keeps the best tree found by then; on 12 x 12 and at "
     "batch 64 the SAs do not finish their rounds (a round re-searches leaves on new core "
     "ranges of up to 144 cores, ~0.05-0.3 s each in Python).",
+    "- At equal wall time SET's E x D is worse than a baseline's in 3 of the 24 cases, all "
+    "on 12 x 12 at batch >= 8 where no search finishes its rounds: Inception-ResNet-v1 "
+    "b64 vs LP, transformer_cell b8 and b64 vs LS. There the baseline's 4 seeds get 45 s "
+    "each of one restricted space, while SET's plan spreads the time over LP, warm and "
+    "layer-by-layer seeds of the larger space (it has no LS-restricted phase).",
     "- `transformer_cell` is the SET reference's Transformer cell (1 encoder + 1 decoder, "
     "81 layers, its `trans_cell`); the full 6 + 6 `transformer` (471 layers) is in the zoo "
     "but gets few SA rounds per layer under these limits.",
