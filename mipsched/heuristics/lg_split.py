@@ -11,7 +11,8 @@ buffer has room for them. So:
 - every contiguous group [a, b) of the layer order is costed alone as one LG and one FLG
   (its inputs from outside loaded, its outputs stored) at the least power-of-two tiling
   number whose tile program fits the buffer under its tight DLSA (every transfer held
-  for the tile that uses it only): cost = max(sum of tile cycles, sum of DRAM cycles);
+  for the tile that uses it only) and has at most MAX_GROUP_TILES tiles: cost =
+  max(sum of tile cycles, sum of DRAM cycles);
   the least tiling tried for [a, b + 1) is the one [a, b) took (a longer group needs at
   least as many tiles to fit; a pruning, not a guarantee), and a group stops growing at
   the first length that fits at no tiling;
@@ -19,9 +20,11 @@ buffer has room for them. So:
 - the result is lowered whole and given its greedy prefetching DLSA
   (`prefetch_anneal.prefetched`), so it is a complete schedule that fits, or None.
 
-Measured (benchmarks/results/optimality.md): gpt2_small_prefill on edge at batch 16,
-the split [norm1 .. attention_V] at 4 tiles + [attention_QK .. res2] at 64 takes
-9,086,784 cycles under its prefetching DLSA, where 60 s of auto had reached 9,861,760.
+Measured: gpt2_small_prefill on edge at batch 16, the split [norm1 .. attention_V] at
+4 tiles + [attention_QK .. res2] at 64 takes 9,086,784 cycles under its prefetching
+DLSA, where 60 s of auto had reached 9,861,760; 60 s of auto from it reach 8,994,624
+(benchmarks/results/optimality.md: certified gap 13.5 % -> 5.5 %). On ResNet-50 at
+batch 1 the split alone is 1,611,411 cycles, the best known (bound 1,611,410).
 """
 
 from __future__ import annotations
@@ -38,6 +41,11 @@ from mipsched.heuristics.prefetch_anneal import prefetched
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
 
+MAX_GROUP_TILES = 2048
+"""Most tiles (tiling number x layers) of a group the DP costs: lowering a group takes
+~20 us per tile, and without a cap the long groups of ResNet-50 or Inception-ResNet-v1
+at batch 16, which fit only at thousands of tiles, kept the DP past a minute."""
+
 #: (tiling number, max(tile cycles, DRAM cycles)) of a group [a, b) scheduled alone.
 GroupCost = tuple[int, int]
 
@@ -45,14 +53,17 @@ GroupCost = tuple[int, int]
 def group_cost(lowerer: Lowerer, layers: tuple[str, ...], least_tiling: int = 1
                ) -> GroupCost | None:
     """The least power-of-two tiling number, at least `least_tiling`, at which `layers`
-    (contiguous in the order) fit the buffer as one LG and one FLG under the tight DLSA,
-    with max(sum of tile cycles, sum of DRAM cycles) at it; None when none fits."""
+    (contiguous in the order) fit the buffer as one LG and one FLG under the tight DLSA
+    in at most MAX_GROUP_TILES tiles, with max(sum of tile cycles, sum of DRAM cycles)
+    at it; None when none does."""
     hw = lowerer.hw
     sub = sub_workload(lowerer.workload, layers)
     alone = Lowerer(sub, hw)
     for tiling in power_tilings(sub):
         if tiling < least_tiling:
             continue
+        if tiling * len(layers) > MAX_GROUP_TILES:
+            return None
         try:
             program = alone.lower(Lfa(layers, (), (tiling,), ()), check=False)
         except ScheduleError:  # the tiling does not divide the work

@@ -1,9 +1,10 @@
 """The scheduling methods `solve_network` runs (METHODS), and the pipelines behind
 `--method auto`, `cpsat` and `exact`.
 
-- auto: SoMa's SA for a share of the budget; then the LFA annealed again with every
+- auto: the DP's split of the order into LGs with their own tilings (lg_split), then
+  SoMa's SA for a share of the budget; then the LFA annealed again with every
   candidate timed under its prefetching DLSA (prefetch_anneal), from the better of SA's
-  best and the DP's split of the order into LGs with their own tilings (lg_split), and
+  best and the split, and
   descended to a local optimum under the same timing (local_descent); then the
   LFA segment model with the best LFA so far as incumbent (never worse than it); then the
   exact DLSA model on that program and on the LFA model's (if it found a better LFA),
@@ -59,8 +60,10 @@ LFA_SHARE = 0.15
 the DLSA model)."""
 MODEL_SECONDS = 30.0
 """Each model's time when no --time-limit is given."""
-SPLIT_SHARE = 0.2
-"""Share of the time left after SA that the DP's LG split may use (lg_split)."""
+SPLIT_SHARE = 0.1
+"""Share of auto's time that the DP's LG split may use first (lg_split; measured under
+load: GPT-2 prefill b16 (38 layers) 5.8 s, ResNet-50 b1 4.6 s, b16 13 s, Inception-ResNet-v1
+b16 (153 layers) 55 s; where it does not finish, this share is lost to SA)."""
 PREFETCH_SHARE = 0.5
 """Share of the time left after SA given to the prefetch-scored LFA annealing."""
 DESCENT_SHARE = 0.3
@@ -137,15 +140,17 @@ def _dlsa_step(cand: Candidate, options: SearchOptions, seconds: float,
 
 
 def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
-    """`--method auto`: SA for SA_SHARE of `options.time_limit` (seconds), then `refine`;
-    the best schedule by the objective (latency in cycles, energy in pJ)."""
+    """`--method auto`: the DP's LG split (at most SPLIT_SHARE of the time), SA for
+    SA_SHARE of the time left, then `refine` from the better of the two; the best
+    schedule by the objective (latency in cycles, energy in pJ)."""
     deadline = options.deadline()
-    sa_limit = None if options.time_limit is None else SA_SHARE * options.time_limit
+    split = _split_step(lowerer, options, deadline)
+    sa_limit = None if deadline is None else SA_SHARE * _left(deadline)
     sa = soma_sa(lowerer, _limited(options, sa_limit))
     offer(options, sa.best)
     if _reached(options, sa.best):  # the certified-gap target: no model needed
         return sa
-    return refine(lowerer, sa, options, deadline)
+    return refine(lowerer, sa, options, deadline, split)
 
 
 def _prefetch_step(lowerer: Lowerer, start: Candidate, options: SearchOptions,
@@ -178,14 +183,14 @@ def _descent_step(lowerer: Lowerer, start: Candidate, options: SearchOptions,
 
 
 def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
-           deadline: float | None) -> MethodResult:
-    """auto after its SA run: the prefetch-scored annealing, the LFA model, then the DLSA
+           deadline: float | None, split: Candidate | None = None) -> MethodResult:
+    """auto after its SA run: from the better of SA's best, `split` (the DP's LG split)
+    and the warm start, the prefetch-scored annealing, the LFA model, then the DLSA
     model on the finalists, then passes on the time left; never worse than `sa` under the
     objective. Without a deadline each model gets MODEL_SECONDS and the annealing one
     pass. Stops once a schedule reaches `options.target_latency`."""
     models: list[ModelRecord] = []
     cost = options.objective.cost
-    split = _split_step(lowerer, options, deadline)
     starts = [sa.best, *(c for c in (options.start, split) if c is not None)]
     first_start = min(starts, key=lambda c: cost(c.evaluation))
     until = None if deadline is None else time.perf_counter() + _left(deadline, PREFETCH_SHARE)
@@ -222,7 +227,7 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
 def _split_step(lowerer: Lowerer, options: SearchOptions, deadline: float | None
                 ) -> Candidate | None:
     """The DP's LG split with its prefetching DLSA (`lg_split.lg_split_start`), found
-    within SPLIT_SHARE of the time left (no limit without a deadline), or None."""
+    within SPLIT_SHARE of the time to `deadline` (no limit without one), or None."""
     if options.stop.is_set():
         return None
     until = None if deadline is None else time.perf_counter() + _left(deadline, SPLIT_SHARE)
