@@ -64,6 +64,10 @@ SPLIT_SHARE = 0.1
 """Share of auto's time that the DP's LG split may use first (lg_split; measured under
 load: GPT-2 prefill b16 (38 layers) 5.8 s, ResNet-50 b1 4.6 s, b16 13 s, Inception-ResNet-v1
 b16 (153 layers) 55 s; where it does not finish, this share is lost to SA)."""
+SPLIT_MIN_SECONDS = 6.0
+"""...but at least this long (s), if that is at most SPLIT_MAX_SHARE of the time: at
+--time-limit 20 a 10 % share does not finish GPT-2 prefill b16's split."""
+SPLIT_MAX_SHARE = 0.3
 PREFETCH_SHARE = 0.5
 """Share of the time left after SA given to the prefetch-scored LFA annealing."""
 DESCENT_SHARE = 0.3
@@ -227,10 +231,15 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
 def _split_step(lowerer: Lowerer, options: SearchOptions, deadline: float | None
                 ) -> Candidate | None:
     """The DP's LG split with its prefetching DLSA (`lg_split.lg_split_start`), found
-    within SPLIT_SHARE of the time to `deadline` (no limit without one), or None."""
+    within SPLIT_SHARE of the time to `deadline` or SPLIT_MIN_SECONDS if longer (and at
+    most SPLIT_MAX_SHARE of it; no limit without a deadline), or None."""
     if options.stop.is_set():
         return None
-    until = None if deadline is None else time.perf_counter() + _left(deadline, SPLIT_SHARE)
+    until = None
+    if deadline is not None:
+        left = _left(deadline)
+        until = time.perf_counter() + max(SPLIT_SHARE * left,
+                                          min(SPLIT_MIN_SECONDS, SPLIT_MAX_SHARE * left))
     found = lg_split_start(lowerer, until)
     if found is not None:
         offer(options, found)
