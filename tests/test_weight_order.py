@@ -161,7 +161,7 @@ def test_a_layer_counted_as_waiting_for_its_whole_read_is_caught(
     assert weight_order_bound(workload, hw, None).value <= optimum
     broken = dataclasses.replace(real, closure={"x -> norm[0]": frozenset({"norm"})})
     monkeypatch.setattr(weight_order.WeightOrderInputs, "of",
-                        classmethod(lambda cls, wl, hw: broken))
+                        classmethod(lambda cls, wl, hw, deadline=None: broken))
     assert weight_order_bound(workload, hw, None).value > optimum
 
 
@@ -175,7 +175,7 @@ def test_a_missing_final_store_is_what_keeps_gpt2_decode_from_its_optimum(
     assert real.final_store == 48
     with_store = weight_order_bound(workload, EDGE, None).value
     monkeypatch.setattr(weight_order.WeightOrderInputs, "of", classmethod(
-        lambda cls, wl, hw: dataclasses.replace(real, final_store=0)))
+        lambda cls, wl, hw, deadline=None: dataclasses.replace(real, final_store=0)))
     assert weight_order_bound(workload, EDGE, None).value == with_store - 48
 
 
@@ -263,6 +263,19 @@ def test_a_tightened_weight_read_term_is_caught(monkeypatch: pytest.MonkeyPatch)
                for n, c in real.compute_cycles.items()}
     broken = WeightOrderInputs(real.load_cycles, doubled, real.closure)
     monkeypatch.setattr(weight_order.WeightOrderInputs, "of",
-                        classmethod(lambda cls, wl, hw: broken))
+                        classmethod(lambda cls, wl, hw, deadline=None: broken))
     bound = weight_order_bound(workload, EDGE, time_limit=None)
     assert bound is not None and bound.value > 500_895
+
+
+def test_reads_examined_past_the_deadline_give_subsets_of_f() -> None:
+    """GoogLeNet at batch 1: a passed deadline examines no layer (every F empty), and
+    each F so found is a subset of the full one, so the bound is weaker, never wrong."""
+    workload = zoo.get("googlenet")
+    full = WeightOrderInputs.of(workload, EDGE)
+    cut = WeightOrderInputs.of(workload, EDGE, deadline=0.0)
+    reads = [u for u in full.closure if u not in workload.layers]
+    assert reads and any(full.closure[u] for u in reads)
+    assert all(not cut.closure[u] for u in reads)
+    assert all(cut.closure[u] <= full.closure[u] for u in full.closure)
+    assert cut.load_cycles == full.load_cycles
