@@ -29,14 +29,13 @@ batch 1 the split alone is 1,611,411 cycles, the best known (bound 1,611,410).
 
 from __future__ import annotations
 
-import math
 import time
 
 from mipsched.core import Candidate
 from mipsched.dlsa_starts import tight_dlsa
 from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.formulations.lfa.relaxation import power_tilings
-from mipsched.heuristics.partition import sub_workload
+from mipsched.heuristics.partition import cheapest_split, sub_workload
 from mipsched.heuristics.prefetch_anneal import prefetched
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
@@ -99,19 +98,13 @@ def group_costs(lowerer: Lowerer, deadline: float | None = None
 
 
 def best_split(n: int, costs: dict[tuple[int, int], GroupCost]) -> list[tuple[int, int]]:
-    """The groups [a, b) covering 0..n that minimise the sum of their costs (ties: the
-    first found in order of b, then a); every single layer must be in `costs`."""
-    value = [0] + [math.inf] * n
-    back = [0] * (n + 1)
-    for (a, b), (_, cycles) in sorted(costs.items(), key=lambda item: (item[0][1], item[0][0])):
-        if value[a] + cycles < value[b]:
-            value[b], back[b] = value[a] + cycles, a
-    groups = []
-    b = n
-    while b > 0:
-        groups.append((back[b], b))
-        b = back[b]
-    return groups[::-1]
+    """The groups [a, b) covering 0..n that minimise the sum of their costs
+    (`partition.cheapest_split`, the DP Cocco's partitioner uses); every single layer must
+    be in `costs`."""
+    cuts = cheapest_split(n, {g: (0.0, cycles) for g, (_, cycles) in costs.items()},
+                          0.0, 1.0)
+    edges = [0, *cuts, n]
+    return list(zip(edges[:-1], edges[1:], strict=True))
 
 
 def lg_split_start(lowerer: Lowerer, deadline: float | None = None) -> Candidate | None:

@@ -348,7 +348,7 @@ def dp_partition(lowerer: Lowerer, options: SearchOptions,
             break
         w_energy = obj.energy_exp / reference.energy_pj if reference.energy_pj else 0.0
         w_delay = obj.delay_exp / reference.latency_cycles if reference.latency_cycles else 0.0
-        cuts = part.repair(_best_split(n, segments, w_energy, w_delay))
+        cuts = part.repair(cheapest_split(n, segments, w_energy, w_delay))
         if cuts in tried:
             break
         tried.add(cuts)
@@ -380,7 +380,7 @@ def _segment_costs(part: Partitioner, max_segment: int, deadline: float | None
     return segments
 
 
-def _best_split(n: int, segments: dict[tuple[int, int], tuple[float, int]],
+def cheapest_split(n: int, segments: dict[tuple[int, int], tuple[float, int]],
                 w_energy: float, w_delay: float) -> Cuts:
     """Cuts minimising the sum of w_energy·E + w_delay·D over groups (every single layer
     is a segment, so a split always exists)."""
