@@ -12,12 +12,15 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from mipsched.cost.tile import tile_cost
 from mipsched.formulations import bounds
 from mipsched.formulations.bounds import layer_compute_cycles, least_rate_per_needed
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
+from mipsched.workload import zoo
 from mipsched.workload.graph import NetBuilder
+from mipsched.workload.layer import Region
 
 from strategies import random_lfa
 
@@ -85,15 +88,16 @@ def test_the_box_rule_raises_the_bound_of_the_sparse_layers() -> None:
     assert int(masks["a"].sum()) == 64  # full: unchanged rule
 
 
-def _per_sample_floor(mask, per_position, floor, batch):
+def _per_sample_floor(mask, per_position, floor, batch, reads):
     """Over-tight: as if every tile held one sample (each paying the weight floor)."""
-    return least_rate_per_needed(mask, per_position, floor, 1)
+    return least_rate_per_needed(mask, per_position, floor, 1, reads)
 
 
-def _dense_only(mask, per_position, floor, batch):
+def _dense_only(mask, per_position, floor, batch, reads):
     """Over-tight: as if every tile computed whole rows and columns (no sparse boxes)."""
     h, w = mask.shape
-    return max(per_position * batch * h * w, floor) / (batch * int(mask.sum()))
+    n = batch * h * w
+    return max(per_position * n, reads * n + floor) / (batch * int(mask.sum()))
 
 
 @pytest.mark.parametrize(("variant", "size"), [
@@ -110,3 +114,100 @@ def test_window_maxima_by_brute_force() -> None:
     for h, w, most in bounds._window_maxima(mask):
         assert most == max(int(mask[r:r + h, c:c + w].sum())
                            for r in range(6 - h) for c in range(7 - w))
+
+
+def projection(batch: int, tokens: int = 64, width: int = 1600):
+    """GPT-2 XL's per-head key projection on `tokens` tokens: 1,600 input features, 64
+    outputs, then the scores of 25 heads. On cloud the PE array computes a position in
+    1.75 cycles but its tile reads 1,600 input bytes at 512 B per cycle (3.125)."""
+    b = NetBuilder("projection", batch)
+    x = b.input("x", width, tokens)
+    k = b.matmul("k", x, 64)
+    q = b.matmul("q", x, width)
+    b.matmul_act("scores", q, b.concat("keys", [k] * 25), heads=25, transpose_rhs=True)
+    return b.build()
+
+
+def _boxes(wl, rng: random.Random, per_layer: int):
+    """(layer, its input shapes, a random output box) for every PE-array layer."""
+    for name, layer in wl.layers.items():
+        if layer.op not in bounds.MAC_OPS:
+            continue
+        for _ in range(per_layer):
+            yield name, layer, wl.in_shapes(name), (rng.randint(1, wl.batch),
+                                                     rng.randint(1, layer.out.h),
+                                                     rng.randint(1, layer.out.w))
+
+
+def box_floor_violations(wl, hw_name: str, seed: int) -> list[tuple[str, tuple, int]]:
+    """(layer, box, cycles) of random tile boxes whose cost model cycles fall below the
+    per-box floor max(cycles per position x n, read cycles per position x n + weight
+    bytes / read bandwidth) the compute bound charges a box of n positions."""
+    hw = load_hardware(hw_name)
+    found = []
+    for name, layer, ins, (b, h, w) in _boxes(wl, random.Random(seed), 6):
+        n = b * h * w
+        floor = Fraction(wl.weight_bytes(name), hw.gbuf.read_bytes_per_cycle)
+        least = max(bounds._cycles_per_position(wl, hw, layer) * n,
+                    bounds._read_cycles_per_position(wl, hw, layer) * n + floor)
+        cycles = tile_cost(hw, layer, ins, Region(0, b, 0, h, 0, w), wl.elem_bytes).cycles
+        if least > cycles:
+            found.append((name, (b, h, w), cycles))
+    return found
+
+
+@pytest.mark.parametrize("name", ["resnet50", "gpt2_xl_prefill", "inception_resnet_v1",
+                                  "mobilenet_v2", "randwire_small"])
+@pytest.mark.parametrize("hw_name", ["edge", "cloud"])
+def test_every_box_costs_at_least_its_floor(name: str, hw_name: str) -> None:
+    """The per-tile lemma under the compute bound: on real nets at batch 4, random boxes
+    of every PE-array layer (convs of every stride, depthwise, fc, matmuls, attention)."""
+    assert box_floor_violations(zoo.get(name, batch=4), hw_name, 0) == []
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4])
+@pytest.mark.parametrize("hw_name", ["edge", "cloud"])
+def test_the_read_floor_is_below_the_tile_cycles_of_every_lfa(batch: int,
+                                                               hw_name: str) -> None:
+    assert violations(projection(batch), hw_name, batch) == []
+
+
+def test_the_read_floor_raises_the_bound_of_a_wide_projection() -> None:
+    """The key projection on cloud at batch 4: its bound is its input bytes / read
+    bandwidth (plus one weight read), above the PE-array rate. GPT-2's attention scores
+    (a head's 1,024 keys are wider than the lanes: n_dup = 0, and the cost model counts
+    no read time) get no read floor."""
+    wl, hw = projection(4), load_hardware("cloud")
+    bound = layer_compute_cycles(wl, hw)
+    positions = 4 * 64
+    assert bounds._cycles_per_position(wl, hw, wl.layers["k"]) * positions < bound["k"]
+    assert bound["k"] == Fraction(positions * 1600 + 1600 * 64, 512)
+    gpt2 = zoo.get("gpt2_xl_prefill")
+    assert bounds._read_cycles_per_position(gpt2, hw, gpt2.layers["attention_QK"]) == 0
+
+
+def _reads_with_the_kernel(workload, hw, layer):
+    """Over-tight: as if a tile read its whole input window (R x S per position)."""
+    r, s = layer.kernel
+    return r * s * _true_reads(workload, hw, layer)
+
+
+def _reads_doubled(workload, hw, layer):
+    """Over-tight: as if every input byte were read twice (once per K pass)."""
+    return 2 * _true_reads(workload, hw, layer)
+
+
+_true_reads = bounds._read_cycles_per_position
+
+
+@pytest.mark.parametrize(("variant", "net", "hw_name"), [
+    (_reads_doubled, "projection", "cloud"),  # the layer bound over LFAs
+    (_reads_with_the_kernel, "resnet50", "edge")])  # the per-box lemma on 3x3 convs
+def test_over_tight_read_floors_are_caught(monkeypatch, variant, net: str,
+                                           hw_name: str) -> None:
+    monkeypatch.setattr(bounds, "_read_cycles_per_position", variant)
+    if net == "projection":
+        assert violations(projection(2), hw_name, 2), "the check cannot tell a wrong bound"
+    else:
+        assert box_floor_violations(zoo.get(net, batch=4), hw_name, 0), \
+            "the check cannot tell a wrong floor"

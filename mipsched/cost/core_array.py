@@ -423,6 +423,30 @@ def position_cycles_bound(hw: Hardware, sh: ConvShape) -> Fraction:
     return best
 
 
+def input_reads_per_position(hw: Hardware, sh: ConvShape) -> int:
+    """A lower bound on the input elements one group of any tile of the layer `sh`
+    describes (its whole output) reads from the GBUF per output position: C, or 0 where
+    the model gives no such floor.
+
+    Every variant reads gbuf_ifm = rows x cols x C x B elements at least once (times the K
+    passes k3 >= 1), with rows = H + (R - stride_h) x (n p_h - 1) >= H and cols = W +
+    (S - stride_w)(p_w - 1) >= W when the kernel is at least the stride; the reference
+    computes them in 32-bit unsigned arithmetic, so the floor also needs the largest tile's
+    product (n p_h <= H + p_h - 1) to stay below 2^32. A tile's time is at least those
+    bytes x n_dup / the read bandwidth per group, times `serial` >= groups / n_dup; where
+    several groups share no pass (n_dup = 0: a group wider than the vector or the lanes)
+    the reference drops the read time, and so does this floor."""
+    if sh.r < sh.stride_h or sh.s < sh.stride_w:
+        return 0
+    if sh.groups > 1 and min(hw.core_array.vector // sh.c, hw.core_array.lanes // sh.k) < 1:
+        return 0
+    ca = hw.core_array
+    reach = max(ca.pe_rows, ca.pe_cols)
+    rows = sh.h + (sh.r - sh.stride_h) * (sh.h + reach)
+    cols = sh.w + (sh.s - sh.stride_w) * reach
+    return sh.c if rows * cols * sh.c * sh.batch <= _U32 else 0
+
+
 def group_sharing(hw: Hardware, sh: ConvShape) -> int:
     """How many groups at most share the PE array at once (the reference's nDup)."""
     n_dup = min(hw.core_array.vector // sh.c, hw.core_array.lanes // sh.k)

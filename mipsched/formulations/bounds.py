@@ -15,12 +15,17 @@ Latency (cycles):
   per vector layer, sum of ceil(ops/rate) >= its ops / rate. A tile also takes at least
   its GBUF reads / the GBUF read bandwidth, and every tile reads all of its layer's
   weights (channels are never tiled): a layer with weights takes at least weight bytes /
-  read bandwidth (GPT-2 decode's ffn2: 9,216 cycles, 32 x its MAC time). Both floors hold
+  read bandwidth (GPT-2 decode's ffn2: 9,216 cycles, 32 x its MAC time). It also reads
+  its input activations from the GBUF at least once per output position: C x groups
+  bytes per position where the kernel is at least the stride (`input_reads_per_position`
+  states where the cost model guarantees it), so a tile of n positions takes at least
+  (n x those bytes + weight bytes) / read bandwidth (GPT-2 XL's per-head key projection
+  on cloud: 3.125 cycles per position against 1.75 on the PE array). These floors hold
   per tile, and a tile is a dense box (b samples x h rows x w columns): when a layer must
   compute only some positions (a stride-2 1x1 conv reads every other row and column),
   a box holds at most b x m(h, w) of them, m(h, w) = the most needed positions in any
-  h x w window, at a cost of at least max(cycles per position x b h w, weight bytes /
-  read bandwidth); so every needed position costs at least the least of that ratio over
+  h x w window, at a cost of at least max(cycles per position x b h w, (read bytes per
+  position x b h w + weight bytes) / read bandwidth); so every needed position costs at least the least of that ratio over
   all boxes (b = batch is best: the weight floor is shared by more samples), and the
   layer at least its needed positions x that rate (`least_rate_per_needed`: ResNet-50's
   last bottleneck of a stage at batch 16, 1.5 x the per-position rate). A layer of one
@@ -58,6 +63,7 @@ from mipsched.cost.core_array import (
     NoMappingError,
     conv_shape,
     group_sharing,
+    input_reads_per_position,
     position_cycles_bound,
 )
 from mipsched.cost.tile import tile_cost
@@ -107,7 +113,8 @@ def compute_bound(workload: Workload, hw: Hardware) -> Bound:
                  "sum over layers of (least PE-array cycles per output position over the "
                  "six unrollings x the positions every schedule computes: those its "
                  "consumers read to compute theirs, back from the outputs; every tile a dense "
-                 "box taking at least its weight bytes / GBUF read bandwidth, so a layer "
+                 "box taking at least (its input bytes + weight bytes) / GBUF read "
+                 "bandwidth, so a layer "
                  "with sparse needed positions pays the least cost per needed position of "
                  "any box), plus vector ops of those positions / vector rate")
 
@@ -122,9 +129,10 @@ def layer_compute_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction
         total = workload.batch * layer.out.h * layer.out.w
         if layer.op in MAC_OPS:
             floor = Fraction(workload.weight_bytes(name), hw.gbuf.read_bytes_per_cycle)
+            reads = _read_cycles_per_position(workload, hw, layer)
             rate = least_rate_per_needed(masks[name], _cycles_per_position(workload, hw, layer),
-                                         floor, workload.batch)
-            cycles[name] = max(count * rate, floor)
+                                         floor, workload.batch, reads)
+            cycles[name] = max(count * rate, count * reads + floor)
         else:
             cycles[name] = Fraction(workload.vector_ops(name) * count,
                                     total * hw.vector_unit.ops_per_cycle)
@@ -134,17 +142,20 @@ def layer_compute_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction
 
 
 def least_rate_per_needed(mask: np.ndarray, per_position: Fraction, floor: Fraction,
-                          batch: int) -> Fraction:
+                          batch: int, reads: Fraction = Fraction(0)) -> Fraction:
     """Least cycles per needed (sample, position) that any tile of a layer can reach (see
     the module docstring): over every box of `batch` samples x h rows x w columns,
-    max(per_position x batch x h x w, floor) / (batch x m(h, w)), where m(h, w) is the
-    most True cells of `mask` in any h x w window; `per_position` when the mask is
-    full or the layer has no weights (floor 0: single positions are as cheap)."""
+    max(per_position x n, reads x n + floor) / (batch x m(h, w)) with n = batch x h x w
+    positions in the box, where m(h, w) is the most True cells of `mask` in any h x w
+    window; max(per_position, reads) when the mask is full or the layer has no weights
+    (floor 0: single positions are as cheap)."""
+    dense = max(per_position, reads)
     if floor == 0 or mask.all() or not mask.any():
-        return per_position
+        return dense
     best: Fraction | None = None
     for h, w, most in _window_maxima(mask):
-        rate = max(per_position * batch * h * w, floor) / (batch * most)
+        n = batch * h * w
+        rate = max(per_position * n, reads * n + floor) / (batch * most)
         best = rate if best is None or rate < best else best
     assert best is not None  # a 1 x 1 window holds a needed position
     return best
@@ -226,6 +237,16 @@ def edp_bound(energy: Bound, latency: LatencyBound) -> Bound:
     return Bound("edp", energy.value * latency.cycles,
                  f"energy bound x latency bound ({latency.binding}): both are positive and "
                  "each is at least its bound")
+
+
+def _read_cycles_per_position(workload: Workload, hw: Hardware, layer: Layer) -> Fraction:
+    """Least GBUF read cycles per output position (one sample) of `layer`'s input
+    activations: input elements per position and group (`input_reads_per_position`) x
+    groups x element bytes / read bandwidth (0 where the cost model gives no floor)."""
+    ins = workload.in_shapes(layer.name)
+    sh = conv_shape(layer, ins, workload.batch, layer.out.h, layer.out.w)
+    elems = input_reads_per_position(hw, sh)
+    return Fraction(elems * layer.groups * workload.elem_bytes, hw.gbuf.read_bytes_per_cycle)
 
 
 def _cycles_per_position(workload: Workload, hw: Hardware, layer: Layer) -> Fraction:
