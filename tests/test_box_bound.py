@@ -1,20 +1,24 @@
-"""The compute bound's box rule (`least_rate_per_needed`): a layer that must compute only
+"""The compute bound's box rules. `least_rate_per_needed`: a layer that must compute only
 some positions still pays, per needed position, the least cost any dense tile box can
-reach. Checked per layer against the tile cycles of many LFAs, and two deliberately
-over-tight variants are shown to be caught by the same check."""
+reach; the GBUF read floor: every tile reads its input activations at least once
+(checked per box on zoo nets); `box_rates`: no tile beats the least cycles per position
+of any box in the cost model. Each is checked per layer against the tile cycles of many
+LFAs, and deliberately over-tight variants are shown to be caught by the same checks."""
 
 from __future__ import annotations
 
 import random
 from collections import defaultdict
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from mipsched.cost.tile import tile_cost
-from mipsched.formulations import bounds
+from mipsched.formulations import bounds, box_rates
 from mipsched.formulations.bounds import layer_compute_cycles, least_rate_per_needed
+from mipsched.formulations.box_rates import least_box_rates
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
@@ -52,11 +56,15 @@ def layer_cycles(lowerer: Lowerer, lfa: Lfa) -> dict[str, int]:
     return out
 
 
-def violations(wl, hw_name: str, seed: int) -> list[tuple[str, Fraction, int]]:
-    """(layer, its bound, its tile cycles) wherever a layer's bound exceeds its cycles."""
+def violations(wl, hw_name: str, seed: int, box_rates: bool = False
+               ) -> list[tuple[str, Fraction, int]]:
+    """(layer, its bound, its tile cycles) wherever a layer's bound (with the box rates
+    when `box_rates`) exceeds its cycles."""
     hw = load_hardware(hw_name)
     lowerer = Lowerer(wl, hw)
     bound = layer_compute_cycles(wl, hw)
+    if box_rates:
+        bound = layer_compute_cycles(wl, hw, least_box_rates(wl, hw, bound))
     found = []
     checked = 0
     for lfa in lfas(wl, random.Random(seed)):
@@ -211,3 +219,45 @@ def test_over_tight_read_floors_are_caught(monkeypatch, variant, net: str,
     else:
         assert box_floor_violations(zoo.get(net, batch=4), hw_name, 0), \
             "the check cannot tell a wrong floor"
+
+
+@pytest.mark.parametrize("batch", [1, 2, 4])
+@pytest.mark.parametrize("hw_name", ["edge", "cloud"])
+def test_box_rates_are_below_the_tile_cycles_of_every_lfa(batch: int, hw_name: str) -> None:
+    assert violations(projection(batch), hw_name, batch, box_rates=True) == []
+
+
+def test_box_rates_raise_layers_that_the_cost_model_maps_slower() -> None:
+    """The cost model keeps, per box, the mapping of least energy x time: the key
+    projection never runs below 7 cycles per position on cloud at batch 1 (the fastest
+    unrolling: 6.25), nor below 25 on edge at batch 2 (the batch unrolling wants 4
+    samples; 12.5 at batch 4). A one-tile schedule of the layer reaches the bound."""
+    for hw_name, batch, rate in (("cloud", 1, 7), ("edge", 2, 25)):
+        wl, hw = projection(batch), load_hardware(hw_name)
+        closed = layer_compute_cycles(wl, hw)
+        rates = least_box_rates(wl, hw, closed)
+        assert rates["k"] == rate > closed["k"] / (batch * 64)
+        whole = tile_cost(hw, wl.layers["k"], wl.in_shapes("k"), Region(0, batch, 0, 64, 0, 1),
+                          wl.elem_bytes)
+        assert whole.cycles == rate * batch * 64
+    assert least_box_rates(projection(4), load_hardware("edge"),
+                           layer_compute_cycles(projection(4), load_hardware("edge"))) == {}
+
+
+def test_box_rates_stop_at_their_deadline() -> None:
+    wl, hw = projection(4), load_hardware("cloud")
+    assert least_box_rates(wl, hw, layer_compute_cycles(wl, hw), deadline=0.0) == {}
+
+
+_least_rate = box_rates._least_rate
+
+
+def _one_sample_boxes(workload, hw, name, enough, deadline):
+    """Over-tight: as if tiles held one sample only."""
+    return _least_rate(replace(workload, batch=1), hw, name, enough, deadline)
+
+
+def test_an_over_tight_box_rate_is_caught(monkeypatch) -> None:
+    monkeypatch.setattr(box_rates, "_least_rate", _one_sample_boxes)
+    assert violations(projection(4), "edge", 4, box_rates=True), \
+        "the check cannot tell a wrong bound"

@@ -105,10 +105,15 @@ def network_latency_bound(workload: Workload, hw: Hardware) -> LatencyBound:
     return strongest([compute_bound(workload, hw), compulsory_dram_bound(workload, hw)])
 
 
-def compute_bound(workload: Workload, hw: Hardware) -> Bound:
+def compute_bound(workload: Workload, hw: Hardware,
+                  box_rates: dict[str, Fraction] | None = None) -> Bound:
     """The cycles the core array and the vector unit need for the positions every
-    schedule computes (see the module docstring)."""
-    cycles = sum(layer_compute_cycles(workload, hw).values(), Fraction(0))
+    schedule computes (see the module docstring), with `box_rates` as in
+    layer_compute_cycles."""
+    cycles = sum(layer_compute_cycles(workload, hw, box_rates).values(), Fraction(0))
+    boxes = (f"; {len(box_rates)} layers at least their least tile cycles per position "
+             "over every tile box of the cost model (formulations/box_rates.py)"
+             if box_rates else "")
     return Bound("compute", math.ceil(cycles),
                  "sum over layers of (least PE-array cycles per output position over the "
                  "six unrollings x the positions every schedule computes: those its "
@@ -116,12 +121,16 @@ def compute_bound(workload: Workload, hw: Hardware) -> Bound:
                  "box taking at least (its input bytes + weight bytes) / GBUF read "
                  "bandwidth, so a layer "
                  "with sparse needed positions pays the least cost per needed position of "
-                 "any box), plus vector ops of those positions / vector rate")
+                 "any box), plus vector ops of those positions / vector rate" + boxes)
 
 
-def layer_compute_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction]:
+def layer_compute_cycles(workload: Workload, hw: Hardware,
+                         box_rates: dict[str, Fraction] | None = None
+                         ) -> dict[str, Fraction]:
     """Per layer, the cycles its unit needs for the positions every schedule computes
-    (exact fractions; their sum is the compute bound)."""
+    (exact fractions; their sum is the compute bound). `box_rates`: per layer whose
+    every position is needed, a least tile cycles per position (box_rates.py), which
+    raises its term to that x its positions where larger."""
     masks = needed_masks(workload)
     cycles = {}
     for name, layer in workload.layers.items():
@@ -138,6 +147,8 @@ def layer_compute_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction
                                     total * hw.vector_unit.ops_per_cycle)
         if total == 1:
             cycles[name] = max(cycles[name], _whole_tile_cycles(workload, hw, name))
+        if box_rates and name in box_rates:
+            cycles[name] = max(cycles[name], box_rates[name] * total)
     return cycles
 
 

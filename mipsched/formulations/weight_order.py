@@ -87,11 +87,12 @@ class WeightOrderInputs:
     """z: cycles of the least store that follows the last tile."""
 
     @classmethod
-    def of(cls, workload: Workload, hw: Hardware, deadline: float | None = None
-           ) -> WeightOrderInputs:
+    def of(cls, workload: Workload, hw: Hardware, deadline: float | None = None,
+           compute_cycles: dict[str, Fraction] | None = None) -> WeightOrderInputs:
         """The inputs for `workload` on `hw`: its reads of network inputs, then its
         weights; layers not examined by `deadline` (time.perf_counter()) are left out of
-        the reads' F (`_waiting_for_reads`)."""
+        the reads' F (`_waiting_for_reads`). `compute_cycles`: c_j per layer (default
+        `bounds.layer_compute_cycles`)."""
         bpc = hw.dram.bytes_per_cycle
         needs = {r: m for r, m in read_needs(workload).items() if m.any()}
         loads = {read_unit(r): -(-workload.batch * workload.elem_bytes * int(m.sum()) // bpc)
@@ -102,7 +103,9 @@ class WeightOrderInputs:
             if layer.has_weights:
                 loads[n] = -(-workload.weight_bytes(n) // bpc)
                 closure[n] = frozenset({n, *nx.descendants(workload.graph, n)})
-        return cls(loads, layer_compute_cycles(workload, hw), closure,
+        if compute_cycles is None:
+            compute_cycles = layer_compute_cycles(workload, hw)
+        return cls(loads, compute_cycles, closure,
                    final_store_cycles(workload, hw))
 
     def without(self, units: Iterable[str]) -> WeightOrderInputs:
@@ -223,15 +226,16 @@ MIP_SHARE = 0.2
 
 
 def weight_order_bound(workload: Workload, hw: Hardware, time_limit: float | None = 10.0,
-                       floor: float = 0.0) -> Bound | None:
+                       floor: float = 0.0,
+                       compute_cycles: dict[str, Fraction] | None = None) -> Bound | None:
     """The weight-order bound (cycles), the largest over k and the unit sets of both
     MIPs' proven bounds reached within `time_limit` seconds (None: no limit; the reads'
     F are examined within it too); None for a
     network without loads. A MIP whose optimum cannot exceed `floor` (a bound the caller
     already has, cycles) is skipped: the right-hand side at one choice of loads
-    (`estimates`) is at least its optimum."""
+    (`estimates`) is at least its optimum. `compute_cycles` as in WeightOrderInputs.of."""
     deadline = None if time_limit is None else time.perf_counter() + time_limit
-    every_unit = WeightOrderInputs.of(workload, hw, deadline)
+    every_unit = WeightOrderInputs.of(workload, hw, deadline, compute_cycles)
     if not every_unit.load_cycles:
         return None
     best = 0.0

@@ -13,11 +13,14 @@ from dataclasses import dataclass
 from mipsched.core import Bound, InfeasibleError, Objective, seconds_left
 from mipsched.formulations.bounds import (
     LatencyBound,
+    compulsory_dram_bound,
+    compute_bound,
     edp_bound,
     energy_bound,
-    network_latency_bound,
+    layer_compute_cycles,
     strongest,
 )
+from mipsched.formulations.box_rates import least_box_rates
 from mipsched.formulations.lfa import SegmentCache
 from mipsched.formulations.lfa.relaxation import (
     MAX_LAYERS,
@@ -39,6 +42,8 @@ RELAXATION_SECONDS = 60.0
 WEIGHT_ORDER_SECONDS = 10.0
 WEIGHT_ORDER_SHARE = 0.25
 RUN_BOUND_SHARE = 0.05
+#: Share of run_bound's seconds for the box rates (the rest: the weight-order MIPs).
+BOX_SHARE = 0.5
 
 RELAXATION_SKIPPED = (f"not every computing order covered in time (or more than "
                       f"{MAX_ORDERS} orders): raise --time-limit")
@@ -52,11 +57,19 @@ def raised(bound: LatencyBound, proven: Sequence[Bound]) -> LatencyBound:
 
 
 def run_bound(workload: Workload, hw: Hardware, seconds: float | None) -> LatencyBound:
-    """The latency bound a run starts from (cycles): the closed forms and the
-    weight-order bound, its MIPs given at most `seconds` (None: no limit) and skipped
-    where they cannot beat the closed forms."""
-    closed = network_latency_bound(workload, hw)
-    order = weight_order_bound(workload, hw, seconds, floor=closed.cycles)
+    """The latency bound a run starts from (cycles): the closed forms, the compute bound
+    raised by the layers' least tile cycles per position (box_rates, BOX_SHARE of
+    `seconds`), and the weight-order bound on the same per-layer compute, its MIPs given
+    the rest of `seconds` (None: no limit) and skipped where they cannot beat the
+    closed forms."""
+    began = time.perf_counter()
+    closed_form = layer_compute_cycles(workload, hw)
+    rates = least_box_rates(workload, hw, closed_form,
+                            None if seconds is None else began + BOX_SHARE * seconds)
+    closed = strongest([compute_bound(workload, hw, rates), compulsory_dram_bound(workload, hw)])
+    left = None if seconds is None else max(seconds - (time.perf_counter() - began), 0.0)
+    order = weight_order_bound(workload, hw, left, floor=closed.cycles,
+                               compute_cycles=layer_compute_cycles(workload, hw, rates))
     return closed if order is None else strongest([*closed.bounds, order])
 
 
