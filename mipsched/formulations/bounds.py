@@ -152,6 +152,25 @@ def layer_compute_cycles(workload: Workload, hw: Hardware,
     return cycles
 
 
+def least_tile_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction]:
+    """Per layer, a lower bound on the cycles of any one of its tiles (cycles): a tile
+    computes one output position at least, so on the PE array max(cycles per position,
+    read cycles per position + weight bytes / read bandwidth), on the vector unit the
+    ops of one position / vector rate (see the module docstring)."""
+    least = {}
+    for name, layer in workload.layers.items():
+        if layer.op in MAC_OPS:
+            least[name] = max(_cycles_per_position(workload, hw, layer),
+                              _read_cycles_per_position(workload, hw, layer)
+                              + Fraction(workload.weight_bytes(name),
+                                         hw.gbuf.read_bytes_per_cycle))
+        else:
+            positions = workload.batch * layer.out.h * layer.out.w
+            least[name] = Fraction(workload.vector_ops(name),
+                                   positions * hw.vector_unit.ops_per_cycle)
+    return least
+
+
 def least_rate_per_needed(mask: np.ndarray, per_position: Fraction, floor: Fraction,
                           batch: int, reads: Fraction = Fraction(0)) -> Fraction:
     """Least cycles per needed (sample, position) that any tile of a layer can reach (see

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # CP-SAT's types, for annotations only (see cp_sat)
 
 LpProblem = pulp.LpProblem
 LpVariable = pulp.LpVariable
+LpExpression = pulp.LpAffineExpression
 lp_sum = pulp.lpSum
 MINIMISE = pulp.LpMinimize
 

@@ -28,19 +28,34 @@ on u. The final store takes at least z = the least, over sink layers, of
 ceil(channels x bytes per element / bandwidth) cycles after the last tile (every sink
 is a network output: Workload refuses any other).
 
+Tails t_u of reads (`read_tails`): the load that completes at C_u is the first of some
+element a tile T of the reader r needs, so T starts after C_u. Tiles run in program
+order: within an FLG tile index by tile index, layer by layer; FLGs one after another,
+in the computing order, in which r's descendants come after r. So after T run tile i
+(T's index) of every descendant in T's FLG and every tile of every descendant in a
+later FLG, and each descendant has such a tile: every layer of an FLG has a region at
+every tile index (its share, or the hull of what its consumers in the FLG read there,
+which only a concatenation along rows can leave empty; with one, no tails are used).
+Each of those tiles, and T, takes at least its layer's least tile cycles (one position
+at least, `bounds.least_tile_cycles`): t_u = least(r) + the sum over r's descendants.
+So every unit u whose C_u is at or after a time t has t_u of compute after t, as F_u's
+layers do: the terms c(F(S)) below are max(c(F(S)), the largest t_u in S). In GPT-2
+decode at batch 16 no layer waits for a whole read, yet after the last of the token
+arrives ffn1 and ffn2 still read their 10 MB weights from the GBUF once per tile.
+
 - Last loads: let S be the k units with the latest C_u and s the earliest of them.
   Every unit outside S, and s, are complete by C_s, so C_s >= a(U) - a(S) + a_s, and
   every layer of F(S) (the union of F_u, u in S) computes after C_s:
-  latency >= a(U) - a(S) + a_s + c(F(S)) + z.
+  latency >= a(U) - a(S) + a_s + max(c(F(S)), t(S)) + z, t(S) the largest t_u in S.
 - First loads: let P be the k - 1 units with the earliest C_u and q the k-th. C_q >= a(P)
   + a_q, and every layer of F(U \\ P) (q's among them) computes after C_q:
-  latency >= a(P) + a_q + c(F(U \\ P)) + z.
+  latency >= a(P) + a_q + max(c(F(U \\ P)), t(U \\ P)) + z.
 c_j is the least compute cycles of layer j (`bounds.layer_compute_cycles`).
 
 The argument holds for any set U of load units (a(U) counts only U's loads), so the
 bound is computed for three: the weights alone, the weights and the reads some layer
 waits for whole, and every unit. A read that no layer waits for may complete last at
-no cost, which can make a larger set weaker (GPT-2 prefill: the residual's second read
+little cost (its tail), which can make a larger set weaker (GPT-2 prefill: the residual's second read
 of the input) as often as its extra DRAM time makes it stronger (GPT-2 decode, where the
 KV cache is 10 % of the traffic and the token is read twice).
 
@@ -56,18 +71,26 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 import networkx as nx
 import numpy as np
 
 from mipsched.core import Bound, seconds_left
-from mipsched.formulations.bounds import layer_compute_cycles
+from mipsched.formulations.bounds import layer_compute_cycles, least_tile_cycles
 from mipsched.formulations.needed import InputRead, position_read_needs, read_needs
-from mipsched.formulations.solver import MINIMISE, LpProblem, LpVariable, lp_sum, minimise
+from mipsched.formulations.solver import (
+    MINIMISE,
+    LpExpression,
+    LpProblem,
+    LpVariable,
+    lp_sum,
+    minimise,
+)
 from mipsched.hw.model import Hardware
 from mipsched.workload.graph import Workload
+from mipsched.workload.layer import Op
 
 
 @dataclass(frozen=True)
@@ -85,6 +108,10 @@ class WeightOrderInputs:
     descent)."""
     final_store: int = 0
     """z: cycles of the least store that follows the last tile."""
+    tails: dict[str, Fraction] = field(default_factory=dict)
+    """t_u: per load unit, cycles of tiles that run after C_u in every schedule besides
+    (or within) c(F_u): for a read, its reader's and every descendant's least tile
+    (`read_tails`); units without one have none."""
 
     @classmethod
     def of(cls, workload: Workload, hw: Hardware, deadline: float | None = None,
@@ -105,8 +132,8 @@ class WeightOrderInputs:
                 closure[n] = frozenset({n, *nx.descendants(workload.graph, n)})
         if compute_cycles is None:
             compute_cycles = layer_compute_cycles(workload, hw)
-        return cls(loads, compute_cycles, closure,
-                   final_store_cycles(workload, hw))
+        return cls(loads, compute_cycles, closure, final_store_cycles(workload, hw),
+                   {read_unit(r): t for r, t in read_tails(workload, hw, needs).items()})
 
     def without(self, units: Iterable[str]) -> WeightOrderInputs:
         """The same inputs without the load units `units` (the bound holds for any set
@@ -115,7 +142,8 @@ class WeightOrderInputs:
         return WeightOrderInputs(
             {u: a for u, a in self.load_cycles.items() if u not in dropped},
             self.compute_cycles,
-            {u: f for u, f in self.closure.items() if u not in dropped}, self.final_store)
+            {u: f for u, f in self.closure.items() if u not in dropped}, self.final_store,
+            {u: t for u, t in self.tails.items() if u not in dropped})
 
     def unit_sets(self) -> list[WeightOrderInputs]:
         """The unit sets the bound is computed for: the weights alone; the weights and
@@ -140,6 +168,22 @@ def final_store_cycles(workload: Workload, hw: Hardware) -> int:
     sinks = [n for n in workload.layers if workload.graph.out_degree(n) == 0]
     bpc = hw.dram.bytes_per_cycle
     return min(-(-workload.layers[o].out.c * workload.elem_bytes // bpc) for o in sinks)
+
+
+def read_tails(workload: Workload, hw: Hardware, reads: Iterable[InputRead]
+               ) -> dict[InputRead, Fraction]:
+    """t_u per read of a network input (cycles): the least tile of its reader plus the
+    least tile of every descendant of the reader (`bounds.least_tile_cycles`); none when
+    the network concatenates along rows (see the module docstring)."""
+    if any(layer.op == Op.CONCAT and layer.axis == "h" for layer in workload.layers.values()):
+        return {}
+    least = least_tile_cycles(workload, hw)
+    tails = {}
+    for read in reads:
+        reader = read[1]
+        tails[read] = least[reader] + sum(
+            (least[v] for v in nx.descendants(workload.graph, reader)), Fraction(0))
+    return tails
 
 
 #: A layer with more output positions than this is not examined as one that waits for
@@ -177,12 +221,13 @@ def _waiting_for_reads(workload: Workload, needs: dict[InputRead, np.ndarray],
 
 
 def last_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
-    """min over k-sets S and s in S of a(U) - a(S) + a_s + c(F(S)) (cycles)."""
+    """min over k-sets S and s in S of a(U) - a(S) + a_s + max(c(F(S)), t_u for u in S)
+    (cycles)."""
     problem, chosen, first, covered = _variables(inputs, "last")
     a, c = inputs.load_cycles, inputs.compute_cycles
+    after_cs = _after(problem, inputs, covered, chosen)
     problem += (sum(a.values()) - lp_sum(a[i] * chosen[i] for i in a)
-                + lp_sum(a[i] * first[i] for i in a)
-                + lp_sum(float(c[j]) * covered[j] for j in covered) + inputs.final_store)
+                + lp_sum(a[i] * first[i] for i in a) + after_cs + inputs.final_store)
     problem += lp_sum(chosen.values()) == k
     problem += lp_sum(first.values()) == 1
     for u, after in inputs.closure.items():
@@ -193,11 +238,14 @@ def last_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
 
 
 def first_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
-    """min over (k-1)-sets P and q outside P of a(P) + a_q + c(F(U \\ P)) (cycles)."""
+    """min over (k-1)-sets P and q outside P of a(P) + a_q + max(c(F(U \\ P)), t_u for u
+    outside P) (cycles)."""
     problem, early, kth, covered = _variables(inputs, "first")
-    a, c = inputs.load_cycles, inputs.compute_cycles
+    a = inputs.load_cycles
+    late = {u: 1 - early[u] for u in early}
+    after_cq = _after(problem, inputs, covered, late)
     problem += (lp_sum(a[i] * early[i] for i in a) + lp_sum(a[i] * kth[i] for i in a)
-                + lp_sum(float(c[j]) * covered[j] for j in covered) + inputs.final_store)
+                + after_cq + inputs.final_store)
     problem += lp_sum(early.values()) == k - 1
     problem += lp_sum(kth.values()) == 1
     for u, after in inputs.closure.items():
@@ -205,6 +253,21 @@ def first_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
         for j in after:
             problem += covered[j] >= 1 - early[u]
     return problem
+
+
+def _after(problem: LpProblem, inputs: WeightOrderInputs, covered: dict[str, LpVariable],
+           late: dict[str, LpVariable | LpExpression]) -> LpVariable | LpExpression:
+    """The compute after the singled-out completion (cycles): c(F) of the covered layers,
+    or a variable at least that and at least t_u of every unit with `late[u]` = 1 (the
+    units completing after it) when some unit has a tail."""
+    compute = lp_sum(float(inputs.compute_cycles[j]) * covered[j] for j in covered)
+    if not inputs.tails:
+        return compute
+    after = problem.add_variable("after", 0, None)
+    problem += after >= compute
+    for u, tail in inputs.tails.items():
+        problem += after >= float(tail) * late[u]
+    return after
 
 
 def _variables(inputs: WeightOrderInputs, name: str
@@ -266,16 +329,19 @@ def estimates(inputs: WeightOrderInputs) -> tuple[dict[int, float], dict[int, fl
     units = list(a)
     total = sum(a.values())
     last, first = {}, {}
+
+    def after(late: list[str]) -> float:
+        covered = set().union(*(inputs.closure[i] for i in late))
+        return float(max(sum((c[j] for j in covered), Fraction(0)),
+                         *(inputs.tails.get(i, Fraction(0)) for i in late)))
+
     for k in range(1, len(units) + 1):
         chosen = units[-k:]
-        covered = set().union(*(inputs.closure[i] for i in chosen))
         last[k] = (total - sum(a[i] for i in chosen) + min(a[i] for i in chosen)
-                   + inputs.final_store
-                   + float(sum(c[j] for j in covered)))
+                   + inputs.final_store + after(chosen))
         early, kth = units[:k - 1], units[k - 1]
-        covered = set().union(*(inputs.closure[i] for i in units[k - 1:]))
-        first[k] = (sum(a[i] for i in early) + a[kth] + float(sum(c[j] for j in covered))
-                    + inputs.final_store)
+        first[k] = sum(a[i] for i in early) + a[kth] + after(units[k - 1:]) \
+            + inputs.final_store
     return last, first
 
 
