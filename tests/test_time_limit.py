@@ -253,16 +253,17 @@ def test_trail_records_each_improvement(method: str) -> None:
 
 def test_certificate_carries_trail_gap_target_and_stop(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["solve", "chain5", "--method", "cocco",
-                                      "--time-limit", "10", "--out", str(tmp_path),
-                                      "--json"])
+                                      "--time-limit", "10", "--objective", "latency",
+                                      "--out", str(tmp_path), "--json"])
     assert result.exit_code == 0, result.output
     cert = json.loads((tmp_path / "certificate.json").read_text())
+    assert cert["objective"] == "latency"
     assert cert["gap_target"] == 0.0 and cert["target_latency_cycles"] is None
     assert cert["stopped_by"] in STOP_REASONS and cert["stopped_by"] != "gap"
     assert cert["time_limit_s"] == 10
     assert cert["trail"] and set(cert["trail"][0]) == {"seconds", "latency_cycles",
                                                         "cost"}
     assert cert["trail"][-1]["latency_cycles"] == cert["incumbent"]["latency_cycles"]
-    assert math.isclose(cert["trail"][-1]["cost"], cert["incumbent"]["edp"])
+    assert math.isclose(cert["trail"][-1]["cost"], cert["incumbent"]["latency_cycles"])
     out = CliRunner().invoke(app, ["solve", "chain5", "--gap", "1.5"])
     assert out.exit_code == 2

@@ -102,6 +102,7 @@ def certificate_json(outcome: SolveOutcome, workload: Workload, hw: Hardware) ->
                      "digest": workload.digest()},
         "hardware": {"name": hw.name, "digest": hw.digest()},
         "method": outcome.method,
+        "objective": outcome.objective,
         "seed": outcome.seed,
         "time_limit_s": outcome.time_limit,
         "wall_seconds": outcome.wall_seconds,

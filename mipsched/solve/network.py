@@ -78,6 +78,8 @@ class SolveOutcome:
     trail: list[tuple[float, int, float]] = field(default_factory=list)
     """Each improvement of the best schedule: (seconds since the run started, latency
     in cycles, objective cost)."""
+    objective: str = "edp"
+    """What the search minimised (core.OBJECTIVES: latency, energy or edp)."""
 
 
 def kept_back(result: MethodResult) -> float:
@@ -113,7 +115,7 @@ def solve_network(workload: Workload, hw: Hardware, method: str = "baseline", se
     bound = run_bound(workload, hw, min(WEIGHT_ORDER_SECONDS, RUN_BOUND_SHARE * limit))
     target = target_latency(bound.cycles, gap)
     common = {"seed": seed, "time_limit": limit, "gap_target": gap,
-              "target_latency": target}
+              "target_latency": target, "objective": objective}
     reason = explain_infeasibility(workload, hw)
     if reason is not None:
         return SolveOutcome(method, "infeasible", None, bound, time.perf_counter() - started,
