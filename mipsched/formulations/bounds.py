@@ -25,8 +25,9 @@ Latency (cycles):
   compute only some positions (a stride-2 1x1 conv reads every other row and column),
   a box holds at most b x m(h, w) of them, m(h, w) = the most needed positions in any
   h x w window, at a cost of at least max(cycles per position x b h w, (read bytes per
-  position x b h w + weight bytes) / read bandwidth); so every needed position costs at least the least of that ratio over
-  all boxes (b = batch is best: the weight floor is shared by more samples), and the
+  position x b h w + weight bytes) / read bandwidth); so every needed position costs at
+  least the least of that ratio over all boxes (b = batch is best: the weight floor is
+  shared by more samples), and the
   layer at least its needed positions x that rate (`least_rate_per_needed`: ResNet-50's
   last bottleneck of a stage at batch 16, 1.5 x the per-position rate). A layer of one
   output position at batch 1 always runs as one tile of all of it, whose cycles the cost

@@ -55,9 +55,9 @@ c_j is the least compute cycles of layer j (`bounds.layer_compute_cycles`).
 The argument holds for any set U of load units (a(U) counts only U's loads), so the
 bound is computed for three: the weights alone, the weights and the reads some layer
 waits for whole, and every unit. A read that no layer waits for may complete last at
-little cost (its tail), which can make a larger set weaker (GPT-2 prefill: the residual's second read
-of the input) as often as its extra DRAM time makes it stronger (GPT-2 decode, where the
-KV cache is 10 % of the traffic and the token is read twice).
+little cost (its tail), which can make a larger set weaker (GPT-2 prefill: the
+residual's second read of the input) as often as its extra DRAM time makes it stronger
+(GPT-2 decode, where the KV cache is 10 % of the traffic and the token is read twice).
 
 The schedule picks S (or P, q); the bound for k is the least right-hand side over all
 choices, a small MIP (PuLP on HiGHS, `last_loads_model` / `first_loads_model`), and the
@@ -224,7 +224,7 @@ def last_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
     """min over k-sets S and s in S of a(U) - a(S) + a_s + max(c(F(S)), t_u for u in S)
     (cycles)."""
     problem, chosen, first, covered = _variables(inputs, "last")
-    a, c = inputs.load_cycles, inputs.compute_cycles
+    a = inputs.load_cycles
     after_cs = _after(problem, inputs, covered, chosen)
     problem += (sum(a.values()) - lp_sum(a[i] * chosen[i] for i in a)
                 + lp_sum(a[i] * first[i] for i in a) + after_cs + inputs.final_store)

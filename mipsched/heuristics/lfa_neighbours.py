@@ -3,10 +3,11 @@ drawn, built by its helpers), for the local descent (local_descent).
 
 The neighbourhood, in the order it is listed: each FLG's tiling number doubled or
 halved, or moved to the nearest tiling numbers that split the batch into each of its
-divisors (`batch_tilings`); each FLC deleted (the merged FLG inheriting either side's tiling number, a DRAM
-cut there going too); an FLC added at each uncut position (both halves keep the tiling
-number); a DRAM cut added at each FLC without one, or one deleted; each layer moved to
-each other valid place in the computing order. Cheap moves that often pay come first.
+divisors (`batch_tilings`); each FLC deleted (the merged FLG inheriting either side's
+tiling number, a DRAM cut there going too); an FLC added at each uncut position (both
+halves keep the tiling number); a DRAM cut added at each FLC without one, or one
+deleted; each layer moved to each other valid place in the computing order. Cheap moves
+that often pay come first.
 """
 
 from __future__ import annotations
