@@ -10,8 +10,8 @@ move, cheaply (lowering is memoised per FLG: about 0.5 ms per LFA there).
 
 Tiling moves come first, for the FLGs whose tiles spend the most cycles above their
 layers' least compute (`bounds.layer_compute_cycles`) first: on GPT-2 XL prefill (cloud,
-batch 16, 25-30 FLGs at 35 ms per LFA) the one FLG whose tiling costs 300,000 cycles
-(ffn2 on 1 sample per tile) was otherwise reached after the 3 s auto gives the descent.
+batch 16, 25-30 FLGs at 35 ms per LFA) the FLGs whose tilings cost the most are
+otherwise reached only after the 3 s auto gives the descent.
 
 The scan is cyclic: after an improvement it goes on from the same place in the new
 LFA's neighbourhood, and it ends once a whole neighbourhood has been tried without one
@@ -40,9 +40,9 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
         return None
     lfa, (program, dlsa, latency) = start.lfa, first
     cost = prefetched_cost(lowerer, options, program, latency)
-    graph, batch = lowerer.workload.graph, lowerer.workload.batch
+    graph = lowerer.workload.graph
     least = layer_compute_cycles(lowerer.workload, lowerer.hw)
-    around = neighbours(lfa, graph, batch, by_excess(program, least))
+    around = neighbours(lfa, graph, by_excess(program, least))
     at = tried = 0
     while tried < len(around) and not options.should_stop(deadline, latency):
         candidate = around[at % len(around)]
@@ -55,7 +55,7 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
             lfa, (program, dlsa, latency), cost = candidate, found, new_cost
             if options.trail is not None:
                 options.trail.offer(latency, cost)
-            around = neighbours(lfa, graph, batch, by_excess(program, least))
+            around = neighbours(lfa, graph, by_excess(program, least))
             at, tried = at - 1, 0
     if lfa == start.lfa:
         return None
