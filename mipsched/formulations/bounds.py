@@ -107,11 +107,14 @@ def network_latency_bound(workload: Workload, hw: Hardware) -> LatencyBound:
 
 
 def compute_bound(workload: Workload, hw: Hardware,
-                  box_rates: dict[str, Fraction] | None = None) -> Bound:
+                  box_rates: dict[str, Fraction] | None = None,
+                  per_layer: dict[str, Fraction] | None = None) -> Bound:
     """The cycles the core array and the vector unit need for the positions every
     schedule computes (see the module docstring), with `box_rates` as in
-    layer_compute_cycles."""
-    cycles = sum(layer_compute_cycles(workload, hw, box_rates).values(), Fraction(0))
+    layer_compute_cycles; `per_layer`: that function's result, when the caller has it."""
+    if per_layer is None:
+        per_layer = layer_compute_cycles(workload, hw, box_rates)
+    cycles = sum(per_layer.values(), Fraction(0))
     boxes = (f"; {len(box_rates)} layers at least their least tile cycles per position "
              "over every tile box of the cost model (formulations/box_rates.py)"
              if box_rates else "")
@@ -148,9 +151,18 @@ def layer_compute_cycles(workload: Workload, hw: Hardware,
                                     total * hw.vector_unit.ops_per_cycle)
         if total == 1:
             cycles[name] = max(cycles[name], _whole_tile_cycles(workload, hw, name))
-        if box_rates and name in box_rates:
-            cycles[name] = max(cycles[name], box_rates[name] * total)
-    return cycles
+    return with_box_rates(workload, cycles, box_rates) if box_rates else cycles
+
+
+def with_box_rates(workload: Workload, cycles: dict[str, Fraction],
+                   box_rates: dict[str, Fraction]) -> dict[str, Fraction]:
+    """Per-layer `cycles` raised to each layer's box rate (cycles per position,
+    box_rates.py) x its positions where that is larger."""
+    raised = dict(cycles)
+    for name, rate in box_rates.items():
+        layer = workload.layers[name]
+        raised[name] = max(raised[name], rate * workload.batch * layer.out.h * layer.out.w)
+    return raised
 
 
 def least_tile_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction]:

@@ -2,11 +2,10 @@
 drawn, built by its helpers), for the local descent (local_descent).
 
 The neighbourhood, in the order it is listed: each FLG's tiling number doubled or
-halved; each FLC deleted (the merged FLG inheriting either side's
-tiling number, a DRAM cut there going too); an FLC added at each uncut position (both
-halves keep the tiling number); a DRAM cut added at each FLC without one, or one
-deleted; each layer moved to each other valid place in the computing order. Cheap moves
-that often pay come first.
+halved; each FLC deleted (the merged FLG inheriting either side's tiling number, a DRAM
+cut there going too); an FLC added at each uncut position (both halves keep the tiling
+number); a DRAM cut added at each FLC without one, or one deleted; each layer moved to
+each other valid place in the computing order. Cheap moves that often pay come first.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ LFA's neighbourhood, and it ends once a whole neighbourhood has been tried witho
 from __future__ import annotations
 
 from fractions import Fraction
+from functools import lru_cache
 
 from mipsched.core import Candidate, SearchOptions
 from mipsched.evaluate import evaluate
@@ -41,7 +42,7 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     lfa, (program, dlsa, latency) = start.lfa, first
     cost = prefetched_cost(lowerer, options, program, latency)
     graph = lowerer.workload.graph
-    least = layer_compute_cycles(lowerer.workload, lowerer.hw)
+    least = _least_compute(lowerer)
     around = neighbours(lfa, graph, by_excess(program, least))
     at = tried = 0
     while tried < len(around) and not options.should_stop(deadline, latency):
@@ -63,6 +64,14 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     objective = options.objective
     return better if objective.cost(better.evaluation) < objective.cost(start.evaluation) \
         else None
+
+
+@lru_cache(maxsize=1)
+def _least_compute(lowerer: Lowerer) -> dict[str, Fraction]:
+    """bounds.layer_compute_cycles of the lowerer's workload (cycles per layer), once per
+    lowerer: auto descends after every polishing pass (0.15 s on ResNet-50 at b16); the
+    last lowerer stays referenced until the next one comes."""
+    return layer_compute_cycles(lowerer.workload, lowerer.hw)
 
 
 def by_excess(program: TileProgram, least: dict[str, Fraction]) -> list[int]:

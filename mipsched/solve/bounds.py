@@ -19,6 +19,7 @@ from mipsched.formulations.bounds import (
     energy_bound,
     layer_compute_cycles,
     strongest,
+    with_box_rates,
 )
 from mipsched.formulations.box_rates import least_box_rates
 from mipsched.formulations.lfa import SegmentCache
@@ -66,10 +67,12 @@ def run_bound(workload: Workload, hw: Hardware, seconds: float | None) -> Latenc
     closed_form = layer_compute_cycles(workload, hw)
     rates = least_box_rates(workload, hw, closed_form,
                             None if seconds is None else began + BOX_SHARE * seconds)
-    closed = strongest([compute_bound(workload, hw, rates), compulsory_dram_bound(workload, hw)])
+    per_layer = with_box_rates(workload, closed_form, rates)
+    closed = strongest([compute_bound(workload, hw, rates, per_layer),
+                        compulsory_dram_bound(workload, hw)])
     left = None if seconds is None else max(seconds - (time.perf_counter() - began), 0.0)
     order = weight_order_bound(workload, hw, left, floor=closed.cycles,
-                               compute_cycles=layer_compute_cycles(workload, hw, rates))
+                               compute_cycles=per_layer)
     return closed if order is None else strongest([*closed.bounds, order])
 
 
