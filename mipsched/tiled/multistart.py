@@ -7,10 +7,13 @@ differ by up to ~40 % on ResNet-50 (E x D 0.88e17 .. 1.22e17 at batch 8 on 4 x 4
 `jobs` at a time, each seed a whole `search` call. The parent first evaluates the start tree, so
 every worker inherits a warm leaf cache.
 
-Time limit: the seeds run in ceil(seeds / jobs) waves; each seed gets the time left
+Time limit: the seeds run in ceil(seeds / jobs) waves; each wave gets the time left
 divided by the waves still to run, so the last wave ends by the deadline (a search
 stops before a round that would likely end past it); a wave still running at the
-deadline is abandoned and its workers killed.
+deadline is abandoned and its workers killed. A worker's search ends by an absolute
+instant (`time.perf_counter` is the system-wide monotonic clock, shared by forked
+processes), so the time a busy machine takes to hand it the job counts, and
+`WRAP_UP_SHARE` of each wave is left for the worker's evaluation, harvest and reply.
 
 `mipsched.tiled.method` strings such calls together into what `solve` and `compare`
 run.
@@ -66,7 +69,8 @@ class _Job:
     method: str
     seed: int
     rounds_per_layer: int
-    time_limit: float | None
+    search_until: float | None
+    """The `time.perf_counter` instant by which the search stops; None: no limit."""
     objective: str
     start: RaTree | None
 
@@ -81,8 +85,10 @@ def _run(job: _Job) -> Outcome:
     forked worker's cache does not come back by itself) and the segments it evaluated
     (`recombine.harvest`)."""
     cache = leaf_cache(job.hw, job.workload)
+    limit = None if job.search_until is None else max(
+        0.0, job.search_until - time.perf_counter())
     found = search(job.hw, job.workload, job.method, seed=job.seed,
-                   rounds_per_layer=job.rounds_per_layer, time_limit=job.time_limit,
+                   rounds_per_layer=job.rounds_per_layer, time_limit=limit,
                    objective=job.objective, start=job.start, cache=cache)
     used = _Recorder(cache)
     evaluate_tree(job.hw, job.workload, found.tree, cache=used)
@@ -149,6 +155,10 @@ def search_seeds(hw: TiledHardware, workload: Workload, method: str = "set",
 LATE_SECONDS = 0.3
 """How long past its deadline a wave of seeds is waited for before it is abandoned."""
 
+WRAP_UP_SHARE = 0.1
+"""The share of a wave's seconds kept for what a worker does after its search (the
+best tree's evaluation, the harvest, pickling the reply)."""
+
 
 def _waves_in_process(waves: list[list[_Job]], jobs: int,
                       deadline: float | None) -> list[Outcome]:
@@ -159,17 +169,20 @@ def _waves_in_process(waves: list[list[_Job]], jobs: int,
 def _waves_in_pool(waves: list[list[_Job]], jobs: int,
                    deadline: float | None) -> list[Outcome]:
     """The waves one after another on `jobs` forked workers; each wave's seeds get the
-    time left over the waves left. Once a wave is late, the rest are dropped and the
-    workers killed (leaving the pool terminates them)."""
+    time left over the waves left, less `WRAP_UP_SHARE` of it for their wrap-up. Once a
+    wave is late, the rest are dropped and the workers killed (leaving the pool
+    terminates them)."""
     done: list[Outcome] = []
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         for k, wave in enumerate(waves):
-            limit = None
+            until = None
             if deadline is not None:
-                limit = (deadline - time.perf_counter()) / (len(waves) - k)
-                if limit <= 0:
+                now = time.perf_counter()
+                share = (deadline - now) / (len(waves) - k)
+                if share <= 0:
                     break
-            pending = [pool.apply_async(_run, (dataclasses.replace(job, time_limit=limit),))
+                until = now + (1 - WRAP_UP_SHARE) * share
+            pending = [pool.apply_async(_run, (dataclasses.replace(job, search_until=until),))
                        for job in wave]
             for job in pending:
                 wait = None if deadline is None else max(
