@@ -6,6 +6,7 @@ from the unfused schedule alone."""
 
 from __future__ import annotations
 
+import math
 import random
 import time
 
@@ -14,8 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mipsched.core import OBJECTIVES, SearchOptions
+from mipsched.heuristics import local_descent
 from mipsched.heuristics.baseline import unfused_baseline
-from mipsched.heuristics.lfa_neighbours import neighbours
+from mipsched.heuristics.lfa_neighbours import batch_tilings, neighbours
 from mipsched.heuristics.local_descent import descend
 from mipsched.heuristics.prefetch_anneal import prefetched, prefetched_cost
 from mipsched.hw import load_hardware
@@ -23,6 +25,7 @@ from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa
 from mipsched.sim import simulate
 from mipsched.solve.bounds import run_bound
+from mipsched.workload.graph import NetBuilder
 from mipsched.workload.zoo import get
 from mipsched.workload.zoo.random_dags import random_dag
 
@@ -31,8 +34,9 @@ from strategies import random_lfa
 EDGE = load_hardware("edge")
 
 
-def _one_operator_apart(a: Lfa, b: Lfa) -> bool:
-    """Whether b differs from a in exactly one of: one tiling number (x2 or /2), the
+def _one_operator_apart(a: Lfa, b: Lfa, batch: int | None) -> bool:
+    """Whether b differs from a in exactly one of: one tiling number (x2, /2 or, with a
+    `batch`, one of its batch_tilings), the
     FLC set by one cut, the DRAM cut set by one cut, or one layer's place in the order."""
     if a.order != b.order:
         moved = [n for n, m in zip(a.order, b.order, strict=True) if n != m]
@@ -43,30 +47,82 @@ def _one_operator_apart(a: Lfa, b: Lfa) -> bool:
     if a.tiling != b.tiling:
         changed = [(x, y) for x, y in zip(a.tiling, b.tiling, strict=True) if x != y]
         return a.dram_cuts == b.dram_cuts and len(changed) == 1 and \
-            changed[0][1] in (2 * changed[0][0], changed[0][0] // 2)
+            changed[0][1] in (2 * changed[0][0], changed[0][0] // 2,
+                              *(batch_tilings(changed[0][0], batch) if batch else ()))
     return len(set(a.dram_cuts) ^ set(b.dram_cuts)) == 1 and set(b.dram_cuts) <= set(b.flc)
 
 
 @settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 9))
-def test_every_neighbour_is_a_valid_lfa_one_operator_away(seed: int, n: int) -> None:
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 9), split=st.booleans())
+def test_every_neighbour_is_a_valid_lfa_one_operator_away(seed: int, n: int,
+                                                          split: bool) -> None:
     """Neighbours are distinct, differ from the LFA, keep a topological order, cuts in
-    range and one tiling number per FLG, and each is one operator away; every FLG's
-    tiling doubled and every FLC deleted is among them."""
-    wl = random_dag(seed, n_layers=n)
+    range and one tiling number per FLG, and each is one operator away (batch splits
+    only when asked for); every FLG's tiling doubled and every FLC deleted is among
+    them."""
+    wl = random_dag(seed, n_layers=n, batch=1 + seed % 4)
     lfa = random_lfa(wl, random.Random(seed), tilings=(1, 2, 4))
-    around = neighbours(lfa, wl.graph)
+    batch = wl.batch if split else None
+    around = neighbours(lfa, wl.graph, split_batch=batch)
     assert len(set(around)) == len(around) and lfa not in around
     for other in around:
         position = {name: i for i, name in enumerate(other.order)}
         assert all(position[u] < position[v] for u, v in wl.graph.edges)
         assert all(1 <= c < n for c in other.flc) and len(other.tiling) == len(other.flc) + 1
-        assert _one_operator_apart(lfa, other), (lfa, other)
+        assert _one_operator_apart(lfa, other, batch), (lfa, other)
     for g in range(len(lfa.tiling)):
         doubled = (*lfa.tiling[:g], 2 * lfa.tiling[g], *lfa.tiling[g + 1:])
         assert Lfa(lfa.order, lfa.flc, doubled, lfa.dram_cuts) in around
     flc_sets = {o.flc for o in around}
     assert all(lfa.flc[:g] + lfa.flc[g + 1:] in flc_sets for g in range(len(lfa.flc)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(tiling=st.integers(1, 300), batch=st.sampled_from([1, 2, 3, 4, 6, 8, 12, 16, 64]))
+def test_batch_tilings_are_the_nearest_per_batch_split(tiling: int, batch: int) -> None:
+    """By brute force: for every divisor d of the batch, the largest T < tiling and the
+    smallest T > tiling with gcd(T, batch) = d, and nothing else."""
+    expected = set()
+    for d in (d for d in range(1, batch + 1) if batch % d == 0):
+        same = [t for t in range(1, 2 * tiling + 2 * batch + 2) if math.gcd(t, batch) == d]
+        expected |= {max((t for t in same if t < tiling), default=None),
+                     min(t for t in same if t > tiling)}
+    assert set(batch_tilings(tiling, batch)) == expected - {None}
+
+
+def _ffn2() -> Lowerer:
+    """GPT-2 XL prefill's ffn2 alone on cloud at batch 16: 4 whole samples per tile do
+    not fit the buffer and 1 or 2 samples run the PE array at 175 cycles per position,
+    not 156.25."""
+    b = NetBuilder("ffn2", 16)
+    b.matmul("ffn2", b.input("x", 6400, 1024), 1600)
+    return Lowerer(b.build(), load_hardware("cloud"))
+
+
+def test_batch_splits_beat_every_power_of_two_where_no_bound_needs_powers(monkeypatch) -> None:
+    """With batch splits allowed (as on nets of more than MAX_LAYERS layers), the descent
+    from the unfused schedule ends below the best power-of-two tiling (2,972,800 cycles
+    at 64 tiles) at a tiling number that is not one; the simulator agrees."""
+    monkeypatch.setattr(local_descent, "certified_over_powers_of_two", lambda wl: False)
+    lowerer = _ffn2()
+    powers = [prefetched(lowerer, Lfa(("ffn2",), (), (2 ** k,), ())) for k in range(12)]
+    best_power = min(found[2] for found in powers if found is not None)
+    found = descend(lowerer, unfused_baseline(lowerer).best, SearchOptions(), None)
+    assert found is not None and found.evaluation.latency_cycles < 0.95 * best_power
+    assert found.lfa.tiling[0] & (found.lfa.tiling[0] - 1)  # not a power of two
+    assert simulate(found.program, found.dlsa).latency_cycles == \
+        found.evaluation.latency_cycles
+
+
+def test_on_a_net_the_relaxation_certifies_every_tiling_stays_a_power_of_two() -> None:
+    """ffn2 alone has 1 layer: the LFA relaxation and the exact search certify it over
+    power-of-two tilings, so the descent stays on them (here the unfused start already
+    has the best one, so it finds nothing better)."""
+    lowerer = _ffn2()
+    start = unfused_baseline(lowerer).best
+    assert all(t & (t - 1) == 0 for t in start.lfa.tiling)
+    found = descend(lowerer, start, SearchOptions(), None)
+    assert found is None or all(t & (t - 1) == 0 for t in found.lfa.tiling)
 
 
 def test_every_order_neighbour_of_a_chain_is_none_and_of_a_fork_is_found() -> None:

@@ -2,14 +2,17 @@
 drawn, built by its helpers), for the local descent (local_descent).
 
 The neighbourhood, in the order it is listed: each FLG's tiling number doubled or
-halved; each FLC deleted (the merged FLG inheriting either side's tiling number, a DRAM
-cut there going too); an FLC added at each uncut position (both halves keep the tiling
-number); a DRAM cut added at each FLC without one, or one deleted; each layer moved to
-each other valid place in the computing order. Cheap moves that often pay come first.
+halved, and where asked moved to the nearest tiling numbers that split the batch into
+each of its divisors (`batch_tilings`); each FLC deleted (the merged FLG inheriting
+either side's tiling number, a DRAM cut there going too); an FLC added at each uncut
+position (both halves keep the tiling number); a DRAM cut added at each FLC without
+one, or one deleted; each layer moved to each other valid place in the computing
+order. Cheap moves that often pay come first.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 
 import networkx as nx
@@ -18,15 +21,40 @@ from mipsched.heuristics.lfa_moves import moved, valid_places, with_flc, with_ti
 from mipsched.schedule.notation import Lfa
 
 
-def tiling_neighbours(lfa: Lfa, flgs: Sequence[int] | None = None) -> Iterator[Lfa]:
-    """Each FLG's tiling number (FLGs in the order `flgs`, default first to last) doubled,
-    then halved (when at least 2): powers of two stay powers of two, the space the exact
-    search proves its optimum over (formulations/exact.py)."""
+def tiling_neighbours(lfa: Lfa, flgs: Sequence[int] | None = None,
+                      split_batch: int | None = None) -> Iterator[Lfa]:
+    """Each FLG's tiling number (FLGs in the order `flgs`, default first to last) doubled
+    and halved (SoMa's moves), then, with `split_batch` (the workload's batch), its
+    `batch_tilings`."""
     for g in range(len(lfa.tiling)) if flgs is None else flgs:
         t = lfa.tiling[g]
-        for new in (t * 2, t // 2):
-            if new >= 1:
+        splits = batch_tilings(t, split_batch) if split_batch is not None else []
+        for new in dict.fromkeys((t * 2, t // 2, *splits)):
+            if new >= 1 and new != t:
                 yield with_tiling(lfa, g, new)
+
+
+def batch_tilings(tiling: int, batch: int) -> list[int]:
+    """For every number of batch parts d dividing `batch`, the nearest tiling numbers T
+    below and above `tiling` whose batch parts gcd(T, batch) are d (choose_grid's rule).
+
+    Doubling and halving keep a tile's samples at batch / gcd(T, batch) for powers of two
+    only; an unrolling over the batch wants a multiple of the PE dimension: GPT-2 XL's
+    ffn2 (cloud, batch 16) runs at 156.25 cycles per position on 4 samples per tile and
+    175 on 1 or 2, and 4 whole samples do not fit the buffer, so 36 tiles (4 samples,
+    9 row parts) take 2.5 % off the schedule that had 32 (1 sample, 2 row parts)."""
+    found = []
+    for d in (d for d in range(1, batch + 1) if batch % d == 0):
+        rest = batch // d
+        below = (tiling - 1) // d
+        while below >= 1 and math.gcd(below, rest) != 1:
+            below -= 1
+        above = tiling // d + 1
+        while math.gcd(above, rest) != 1:
+            above += 1
+        found += [d * below] if below >= 1 else []
+        found.append(d * above)
+    return found
 
 
 def cut_neighbours(lfa: Lfa) -> Iterator[Lfa]:
@@ -54,11 +82,12 @@ def order_neighbours(lfa: Lfa, graph: nx.DiGraph) -> Iterator[Lfa]:
                 yield moved(lfa, rest, name, place)
 
 
-def neighbours(lfa: Lfa, graph: nx.DiGraph, flgs: Sequence[int] | None = None
-               ) -> list[Lfa]:
+def neighbours(lfa: Lfa, graph: nx.DiGraph, flgs: Sequence[int] | None = None,
+               split_batch: int | None = None) -> list[Lfa]:
     """The whole neighbourhood of `lfa`, in the module's order (no LFA twice), the tiling
-    moves of FLGs in the order `flgs` (default: first to last)."""
-    found = dict.fromkeys((*tiling_neighbours(lfa, flgs), *cut_neighbours(lfa),
+    moves of FLGs in the order `flgs` (default: first to last), batch splits of
+    `split_batch` samples included when given."""
+    found = dict.fromkeys((*tiling_neighbours(lfa, flgs, split_batch), *cut_neighbours(lfa),
                            *order_neighbours(lfa, graph)))
     found.pop(lfa, None)
     return list(found)

@@ -13,6 +13,11 @@ layers' least compute (`bounds.layer_compute_cycles`) first: on GPT-2 XL prefill
 batch 16, 25-30 FLGs at 35 ms per LFA) the FLGs whose tilings cost the most are
 otherwise reached only after the 3 s auto gives the descent.
 
+Batch splits (`lfa_neighbours.batch_tilings`: tiling numbers that are not powers of two)
+are tried only where `certified_over_powers_of_two` is false: on nets of at most
+MAX_LAYERS layers the LFA relaxation and the exact search certify over power-of-two
+tilings, so a schedule off them could fall below a reported bound.
+
 The scan is cyclic: after an improvement it goes on from the same place in the new
 LFA's neighbourhood, and it ends once a whole neighbourhood has been tried without one
 (a local optimum), at the deadline, on Ctrl-C or at the target latency.
@@ -26,6 +31,7 @@ from functools import lru_cache
 from mipsched.core import Candidate, SearchOptions
 from mipsched.evaluate import evaluate
 from mipsched.formulations.bounds import layer_compute_cycles
+from mipsched.formulations.lfa.relaxation import certified_over_powers_of_two
 from mipsched.heuristics.lfa_neighbours import neighbours
 from mipsched.heuristics.prefetch_anneal import prefetched, prefetched_cost
 from mipsched.schedule.lowering import Lowerer
@@ -42,8 +48,9 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     lfa, (program, dlsa, latency) = start.lfa, first
     cost = prefetched_cost(lowerer, options, program, latency)
     graph = lowerer.workload.graph
+    split = None if certified_over_powers_of_two(lowerer.workload) else lowerer.workload.batch
     least = _least_compute(lowerer)
-    around = neighbours(lfa, graph, by_excess(program, least))
+    around = neighbours(lfa, graph, by_excess(program, least), split)
     at = tried = 0
     while tried < len(around) and not options.should_stop(deadline, latency):
         candidate = around[at % len(around)]
@@ -56,7 +63,7 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
             lfa, (program, dlsa, latency), cost = candidate, found, new_cost
             if options.trail is not None:
                 options.trail.offer(latency, cost)
-            around = neighbours(lfa, graph, by_excess(program, least))
+            around = neighbours(lfa, graph, by_excess(program, least), split)
             at, tried = at - 1, 0
     if lfa == start.lfa:
         return None

@@ -26,6 +26,7 @@ from mipsched.formulations.lfa import SegmentCache
 from mipsched.formulations.lfa.relaxation import (
     MAX_LAYERS,
     MAX_ORDERS,
+    certified_over_powers_of_two,
     energy_relaxation_bound,
     relaxation_bound,
 )
@@ -118,7 +119,7 @@ def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = No
                                     else min(left, WEIGHT_ORDER_SECONDS)).bounds)
     relaxed_energy = None
     n = len(workload.layers)
-    if n > MAX_LAYERS:
+    if not certified_over_powers_of_two(workload):
         reason = f"{n} layers: computed for nets of at most {MAX_LAYERS}"
         skipped = {"lfa_relaxation": reason, "lfa_energy": reason}
     else:

@@ -43,7 +43,7 @@ from mipsched.evaluate import evaluate
 from mipsched.formulations.dlsa_windows import improve_dlsa
 from mipsched.formulations.exact import exact_search
 from mipsched.formulations.lfa import solve_lfa
-from mipsched.formulations.lfa.relaxation import MAX_LAYERS
+from mipsched.formulations.lfa.relaxation import MAX_LAYERS, certified_over_powers_of_two
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.cocco import cocco_ga
 from mipsched.heuristics.lg_split import lg_split_start
@@ -277,7 +277,7 @@ def exact(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     sa = soma_sa(lowerer, _limited(options, sa_limit))
     offer(options, sa.best)
     skipped = (f"the branch and bound takes nets of at most {MAX_LAYERS} layers"
-               if len(lowerer.workload.layers) > MAX_LAYERS
+               if not certified_over_powers_of_two(lowerer.workload)
                else "sa reached the certified-gap target" if _reached(options, sa.best)
                else None)
     if skipped is not None:
