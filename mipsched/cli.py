@@ -418,7 +418,8 @@ def bound_cmd(
     elem_bytes: ElemBytes = 1,
     time_limit: Annotated[float | None, typer.Option(
         "--time-limit", min=0.0, help="Seconds from process start to exit [default: 60 s "
-        "for the LFA relaxations].")] = None,
+        "for the LFA relaxations, or on nets too large for them for the box rates and "
+        "the load-order MIPs; these end early when done].")] = None,
     workers: Workers = None,
     as_json: JsonObject = False,
 ) -> None:

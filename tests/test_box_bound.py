@@ -15,6 +15,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from mipsched.cost import core_array
 from mipsched.cost.tile import tile_cost
 from mipsched.formulations import bounds, box_rates
 from mipsched.formulations.bounds import layer_compute_cycles, least_rate_per_needed
@@ -119,7 +120,7 @@ def test_over_tight_variants_are_caught(monkeypatch, variant, size: int) -> None
 def test_window_maxima_by_brute_force() -> None:
     rng = np.random.default_rng(0)
     mask = rng.random((5, 6)) < 0.4
-    for h, w, most in bounds._window_maxima(mask):
+    for h, w, most in bounds.window_maxima(mask):
         assert most == max(int(mask[r:r + h, c:c + w].sum())
                            for r in range(6 - h) for c in range(7 - w))
 
@@ -252,12 +253,96 @@ def test_box_rates_stop_at_their_deadline() -> None:
 _least_rate = box_rates._least_rate
 
 
-def _one_sample_boxes(workload, hw, name, enough, deadline):
+def _one_sample_boxes(workload, hw, name, mask, enough, deadline):
     """Over-tight: as if tiles held one sample only."""
-    return _least_rate(replace(workload, batch=1), hw, name, enough, deadline)
+    return _least_rate(replace(workload, batch=1), hw, name, mask, enough, deadline)
 
 
 def test_an_over_tight_box_rate_is_caught(monkeypatch) -> None:
     monkeypatch.setattr(box_rates, "_least_rate", _one_sample_boxes)
     assert violations(projection(4), "edge", 4, box_rates=True), \
+        "the check cannot tell a wrong bound"
+
+
+#: (hardware, batch, plane size, channels) of stage ends whose sparse layers the cost
+#: model's boxes raise above the closed form (cloud at batch 4: the 3x3 from 110.25 to
+#: 157 cycles), and one where they do not reach it.
+SPARSE_RAISED = [("cloud", 4, 8, 64), ("edge", 2, 8, 64), ("cloud", 2, 16, 64)]
+
+
+@pytest.mark.parametrize(("hw_name", "batch", "size", "channels"), SPARSE_RAISED)
+def test_sparse_box_rates_raise_the_stage_end_and_stay_below_every_lfa(
+        hw_name: str, batch: int, size: int, channels: int) -> None:
+    wl, hw = stage_end(batch, size, channels), load_hardware(hw_name)
+    closed = layer_compute_cycles(wl, hw)
+    raised = layer_compute_cycles(wl, hw, least_box_rates(wl, hw, closed))
+    assert raised["b"] > closed["b"]
+    assert violations(wl, hw_name, batch, box_rates=True) == []
+
+
+def _exhaustive_rate(wl, hw, name: str) -> Fraction:
+    """Least tile cycles per needed position over every box, without pruning."""
+    layer, ins = wl.layers[name], wl.in_shapes(name)
+    mask = bounds.needed_masks(wl)[name]
+    return min(Fraction(tile_cost(hw, layer, ins, Region(0, b, 0, h, 0, w),
+                                  wl.elem_bytes).cycles, b * most)
+               for h, w, most in bounds.window_maxima(mask)
+               for b in range(1, wl.batch + 1))
+
+
+@pytest.mark.parametrize(("hw_name", "batch", "size", "channels"),
+                         [*SPARSE_RAISED, ("edge", 1, 4, 64)])
+def test_the_floor_ordered_search_finds_the_least_box(hw_name: str, batch: int, size: int,
+                                                      channels: int) -> None:
+    """Stopping at the first box whose floor reaches the best rate loses nothing: the
+    search equals trying every box, on the sparse layers and the dense ones."""
+    wl, hw = stage_end(batch, size, channels), load_hardware(hw_name)
+    masks = bounds.needed_masks(wl)
+    for name in ("a", "b", "c", "sub"):
+        found = _least_rate(wl, hw, name, masks[name], Fraction(0), None)
+        assert found == _exhaustive_rate(wl, hw, name)
+
+
+def compute_floor_violations(wl, hw_name: str, seed: int) -> list[tuple[str, tuple, int]]:
+    """(layer, box, cycles) of random boxes whose cost-model cycles fall below the
+    compute floor (least compute over the unrollings, ceilings included) that the box
+    search passes boxes over by."""
+    hw = load_hardware(hw_name)
+    found = []
+    for name, layer, ins, (b, h, w) in _boxes(wl, random.Random(seed), 6):
+        floor = core_array.compute_floor(hw, core_array.conv_shape(layer, ins, b, h, w),
+                                         wl.elem_bytes)
+        cycles = tile_cost(hw, layer, ins, Region(0, b, 0, h, 0, w), wl.elem_bytes).cycles
+        if floor > cycles:
+            found.append((name, (b, h, w), cycles))
+    return found
+
+
+@pytest.mark.parametrize("name", ["resnet50", "gpt2_xl_prefill", "mobilenet_v2"])
+@pytest.mark.parametrize("hw_name", ["edge", "cloud"])
+def test_every_box_costs_at_least_its_compute_floor(name: str, hw_name: str) -> None:
+    assert compute_floor_violations(zoo.get(name, batch=4), hw_name, 1) == []
+
+
+def _worst_unrolling(hw, sh, elem_bytes=1):
+    """Over-tight: the compute of the slowest unrolling instead of the fastest."""
+    return max(u.compute for u in core_array._unrollings(hw, sh, elem_bytes))
+
+
+def test_an_over_tight_compute_floor_is_caught(monkeypatch) -> None:
+    monkeypatch.setattr(core_array, "compute_floor", _worst_unrolling)
+    assert compute_floor_violations(zoo.get("resnet50", batch=4), "edge", 1), \
+        "the check cannot tell a wrong floor"
+
+
+def _average_density(mask):
+    """Over-tight: a window holds the plane's average share of needed positions, not the
+    most any placement of it holds."""
+    share = Fraction(int(mask.sum()), mask.size)
+    return [(h, w, max(1, int(h * w * share))) for h, w, _ in bounds.window_maxima(mask)]
+
+
+def test_an_over_tight_sparse_box_rate_is_caught(monkeypatch) -> None:
+    monkeypatch.setattr(box_rates, "window_maxima", _average_density)
+    assert violations(stage_end(4, 8, 64), "cloud", 4, box_rates=True), \
         "the check cannot tell a wrong bound"

@@ -365,12 +365,7 @@ def map_conv(hw: Hardware, sh: ConvShape, elem_bytes: int = 1) -> ArrayCost:
     """
     ca, e = hw.core_array, elem_bytes
     groups = sh.groups
-    n_dup, serial = 1, groups
-    if groups > 1:
-        n_dup = min(ca.vector // sh.c, ca.lanes // sh.k)
-        if n_dup > 1:
-            n_dup = min(n_dup, groups)
-            serial = _ceil(groups, n_dup)
+    n_dup, serial = _group_passes(hw, sh)
     mac_pj = sh.c * sh.k * sh.r * sh.s * sh.h * sh.w * sh.batch * ca.mac_pj
 
     unrollings = list(_unrollings(hw, sh, e))
@@ -402,7 +397,26 @@ def map_conv(hw: Hardware, sh: ConvShape, elem_bytes: int = 1) -> ArrayCost:
                     )
     if best is None:
         raise NoMappingError(f"no PE-array mapping of {sh} fits the L0 buffers of '{hw.name}'")
-    return replace(best, bound_cycles=min(u.compute for u in unrollings) * serial)
+    return replace(best, bound_cycles=compute_floor(hw, sh, e))
+
+
+def _group_passes(hw: Hardware, sh: ConvShape) -> tuple[int, int]:
+    """(groups sharing the PE array at once, passes run one after another) of `sh`."""
+    if sh.groups == 1:
+        return 1, 1
+    n_dup = min(hw.core_array.vector // sh.c, hw.core_array.lanes // sh.k)
+    if n_dup > 1:
+        n_dup = min(n_dup, sh.groups)
+        return n_dup, _ceil(sh.groups, n_dup)
+    return n_dup, sh.groups
+
+
+def compute_floor(hw: Hardware, sh: ConvShape, elem_bytes: int = 1) -> int:
+    """The least cycles of any mapping of `sh` on `hw`'s PE array (all groups), without
+    searching the mappings: every variant takes max(its unrolling's compute, its GBUF
+    reads) per pass, so at least the least compute over the six unrollings, fitting the
+    L0 buffers or not, times the passes (map_conv's `bound_cycles`)."""
+    return min(u.compute for u in _unrollings(hw, sh, elem_bytes)) * _group_passes(hw, sh)[1]
 
 
 def position_cycles_bound(hw: Hardware, sh: ConvShape) -> Fraction:

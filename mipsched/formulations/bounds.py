@@ -115,8 +115,8 @@ def compute_bound(workload: Workload, hw: Hardware,
     if per_layer is None:
         per_layer = layer_compute_cycles(workload, hw, box_rates)
     cycles = sum(per_layer.values(), Fraction(0))
-    boxes = (f"; {len(box_rates)} layers at least their least tile cycles per position "
-             "over every tile box of the cost model (formulations/box_rates.py)"
+    boxes = (f"; {len(box_rates)} layers at least their least tile cycles per needed "
+             "position over every tile box of the cost model (formulations/box_rates.py)"
              if box_rates else "")
     return Bound("compute", math.ceil(cycles),
                  "sum over layers of (least PE-array cycles per output position over the "
@@ -132,20 +132,19 @@ def layer_compute_cycles(workload: Workload, hw: Hardware,
                          box_rates: dict[str, Fraction] | None = None
                          ) -> dict[str, Fraction]:
     """Per layer, the cycles its unit needs for the positions every schedule computes
-    (exact fractions; their sum is the compute bound). `box_rates`: per layer whose
-    every position is needed, a least tile cycles per position (box_rates.py), which
-    raises its term to that x its positions where larger."""
+    (exact fractions; their sum is the compute bound). `box_rates`: per layer, a least
+    tile cycles per needed position (box_rates.py), which raises its term to that x its
+    needed positions where larger."""
     masks = needed_masks(workload)
     cycles = {}
     for name, layer in workload.layers.items():
         count = workload.batch * int(masks[name].sum())
         total = workload.batch * layer.out.h * layer.out.w
         if layer.op in MAC_OPS:
-            floor = Fraction(workload.weight_bytes(name), hw.gbuf.read_bytes_per_cycle)
-            reads = _read_cycles_per_position(workload, hw, layer)
-            rate = least_rate_per_needed(masks[name], _cycles_per_position(workload, hw, layer),
-                                         floor, workload.batch, reads)
-            cycles[name] = max(count * rate, count * reads + floor)
+            floor = tile_floor(workload, hw, layer)
+            rate = least_rate_per_needed(masks[name], floor.per_position, floor.weights,
+                                         workload.batch, floor.reads)
+            cycles[name] = max(count * rate, count * floor.reads + floor.weights)
         else:
             cycles[name] = Fraction(workload.vector_ops(name) * count,
                                     total * hw.vector_unit.ops_per_cycle)
@@ -154,14 +153,38 @@ def layer_compute_cycles(workload: Workload, hw: Hardware,
     return with_box_rates(workload, cycles, box_rates) if box_rates else cycles
 
 
+@dataclass(frozen=True)
+class TileFloor:
+    """What every tile of a PE-array layer takes at least (see the module docstring):
+    max(per_position x n, reads x n + weights) cycles for a tile of n output positions."""
+
+    per_position: Fraction
+    """Least PE-array cycles per output position (sample x row x column)."""
+    reads: Fraction
+    """Least GBUF read cycles of input activations per output position."""
+    weights: Fraction
+    """GBUF read cycles of the layer's weights, which every tile reads."""
+
+    def cycles(self, positions: int) -> Fraction:
+        """The least cycles of a tile of `positions` output positions."""
+        return max(self.per_position * positions, self.reads * positions + self.weights)
+
+
+def tile_floor(workload: Workload, hw: Hardware, layer: Layer) -> TileFloor:
+    """The per-tile floor of PE-array layer `layer` on `hw`."""
+    return TileFloor(_cycles_per_position(workload, hw, layer),
+                     _read_cycles_per_position(workload, hw, layer),
+                     Fraction(workload.weight_bytes(layer.name), hw.gbuf.read_bytes_per_cycle))
+
+
 def with_box_rates(workload: Workload, cycles: dict[str, Fraction],
                    box_rates: dict[str, Fraction]) -> dict[str, Fraction]:
-    """Per-layer `cycles` raised to each layer's box rate (cycles per position,
-    box_rates.py) x its positions where that is larger."""
+    """Per-layer `cycles` raised to each layer's box rate (cycles per needed position,
+    box_rates.py) x its needed positions where that is larger."""
+    positions = needed(workload).positions
     raised = dict(cycles)
     for name, rate in box_rates.items():
-        layer = workload.layers[name]
-        raised[name] = max(raised[name], rate * workload.batch * layer.out.h * layer.out.w)
+        raised[name] = max(raised[name], rate * workload.batch * positions[name])
     return raised
 
 
@@ -173,10 +196,7 @@ def least_tile_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction]:
     least = {}
     for name, layer in workload.layers.items():
         if layer.op in MAC_OPS:
-            least[name] = max(_cycles_per_position(workload, hw, layer),
-                              _read_cycles_per_position(workload, hw, layer)
-                              + Fraction(workload.weight_bytes(name),
-                                         hw.gbuf.read_bytes_per_cycle))
+            least[name] = tile_floor(workload, hw, layer).cycles(1)
         else:
             positions = workload.batch * layer.out.h * layer.out.w
             least[name] = Fraction(workload.vector_ops(name),
@@ -196,7 +216,7 @@ def least_rate_per_needed(mask: np.ndarray, per_position: Fraction, floor: Fract
     if floor == 0 or mask.all() or not mask.any():
         return dense
     best: Fraction | None = None
-    for h, w, most in _window_maxima(mask):
+    for h, w, most in window_maxima(mask):
         n = batch * h * w
         rate = max(per_position * n, reads * n + floor) / (batch * most)
         best = rate if best is None or rate < best else best
@@ -204,7 +224,7 @@ def least_rate_per_needed(mask: np.ndarray, per_position: Fraction, floor: Fract
     return best
 
 
-def _window_maxima(mask: np.ndarray) -> list[tuple[int, int, int]]:
+def window_maxima(mask: np.ndarray) -> list[tuple[int, int, int]]:
     """(h, w, most True cells of `mask` in any h x w window) for every window size that
     holds at least one, from the mask's summed-area table."""
     rows, cols = mask.shape

@@ -37,7 +37,8 @@ from mipsched.schedule.lowering import Lowerer
 from mipsched.solve.budget import search_deadline
 from mipsched.workload.graph import Workload
 
-#: Time for the LFA relaxations of `mipsched bound` when no --time-limit is given (s).
+#: Time for the LFA relaxations of `mipsched bound` when no --time-limit is given, or on
+#: nets too large for them, for the box rates and weight-order MIPs (s).
 RELAXATION_SECONDS = 60.0
 #: Time for the weight-order MIPs (s), at most; with a time limit, at most
 #: WEIGHT_ORDER_SHARE of it (`mipsched bound`) or RUN_BOUND_SHARE of it (`solve`).
@@ -106,23 +107,27 @@ class BoundReport:
 
 def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = None,
                  workers: int | None = None, started: float | None = None) -> BoundReport:
-    """The network bounds, the weight-order bound (at most WEIGHT_ORDER_SECONDS), and for
-    nets of at most MAX_LAYERS layers the LFA relaxations of latency and energy (CP-SAT,
-    each given half the time left). With `time_limit`, the run ends by `started`
-    (time.perf_counter(); default now) + `time_limit` seconds, less the reserve for
-    reporting (reserve_seconds); without, each relaxation gets half of
-    RELAXATION_SECONDS."""
+    """The network bounds with the box rates and the weight-order bound (run_bound), and
+    for nets of at most MAX_LAYERS layers the LFA relaxations of latency and energy
+    (CP-SAT, each given half the time left after at most WEIGHT_ORDER_SECONDS of
+    run_bound). On larger nets run_bound has all the time. With `time_limit`, the run
+    ends by `started` (time.perf_counter(); default now) + `time_limit` seconds, less the
+    reserve for reporting (reserve_seconds); without, each relaxation gets half of
+    RELAXATION_SECONDS, and on larger nets run_bound gets RELAXATION_SECONDS."""
     started = time.perf_counter() if started is None else started
     deadline = None if time_limit is None else search_deadline(started, time_limit)
-    left = seconds_left(deadline, WEIGHT_ORDER_SHARE)
-    latency_bounds = list(run_bound(workload, hw, WEIGHT_ORDER_SECONDS if left is None
-                                    else min(left, WEIGHT_ORDER_SECONDS)).bounds)
     relaxed_energy = None
     n = len(workload.layers)
     if not certified_over_powers_of_two(workload):
+        left = seconds_left(deadline)
+        latency_bounds = list(run_bound(workload, hw, RELAXATION_SECONDS if left is None
+                                        else left).bounds)
         reason = f"{n} layers: computed for nets of at most {MAX_LAYERS}"
         skipped = {"lfa_relaxation": reason, "lfa_energy": reason}
     else:
+        left = seconds_left(deadline, WEIGHT_ORDER_SHARE)
+        latency_bounds = list(run_bound(workload, hw, WEIGHT_ORDER_SECONDS if left is None
+                                        else min(left, WEIGHT_ORDER_SECONDS)).bounds)
         relaxed_latency, relaxed_energy, skipped = _relaxations(
             Lowerer(workload, hw), deadline, workers)
         latency_bounds += relaxed_latency
