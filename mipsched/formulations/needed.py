@@ -61,6 +61,12 @@ def needed(workload: Workload, whole: frozenset[str] | None = None) -> Needed:
                   {t: int(m.sum()) for t, m in elements.items()})
 
 
+def read_unit(read: InputRead) -> str:
+    """The load unit's name of a read of a network input: 'input -> layer[index]'."""
+    tensor, reader, index = read
+    return f"{tensor} -> {reader}[{index}]"
+
+
 def needed_masks(workload: Workload) -> dict[str, np.ndarray]:
     """Per layer, the (H, W) mask (every sample alike) of the output positions every
     schedule computes: back-propagated from the network outputs, as in `needed`."""

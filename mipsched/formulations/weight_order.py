@@ -64,6 +64,12 @@ choices, a small MIP (PuLP on HiGHS, `last_loads_model` / `first_loads_model`), 
 bound is the largest over k and the three unit sets. A MIP stopped by its time limit still
 gives its proven dual bound, which is below its optimum and so still a bound: the result
 is anytime.
+
+Cases (`read_options.py`): where a read's reader may or may not keep its descendants in
+its FLG, every schedule falls in one case, each with longer tails t_u and shares of
+compute after some weight loads (`WeightOrderInputs.partial`: at least a share f of c_j
+runs after C_u, so the terms c(F(S)) count f x c_j); the least over the cases of the
+bound above is a bound, taken when every case was bounded in time.
 """
 
 from __future__ import annotations
@@ -79,7 +85,13 @@ import numpy as np
 
 from mipsched.core import Bound, seconds_left
 from mipsched.formulations.bounds import layer_compute_cycles, least_tile_cycles
-from mipsched.formulations.needed import InputRead, position_read_needs, read_needs
+from mipsched.formulations.needed import (
+    InputRead,
+    position_read_needs,
+    read_needs,
+    read_unit,
+)
+from mipsched.formulations.read_options import read_cases
 from mipsched.formulations.solver import (
     MINIMISE,
     LpExpression,
@@ -112,6 +124,10 @@ class WeightOrderInputs:
     """t_u: per load unit, cycles of tiles that run after C_u in every schedule besides
     (or within) c(F_u): for a read, its reader's and every descendant's least tile
     (`read_tails`); units without one have none."""
+    partial: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    """Per load unit u, layers j outside F_u of which at least the share f (0 < f <= 1)
+    of c_j computes after C_u in every schedule considered (`read_options`: the tiles
+    after the first of a weighted layer's ancestors in its FLG)."""
 
     @classmethod
     def of(cls, workload: Workload, hw: Hardware, deadline: float | None = None,
@@ -143,7 +159,8 @@ class WeightOrderInputs:
             {u: a for u, a in self.load_cycles.items() if u not in dropped},
             self.compute_cycles,
             {u: f for u, f in self.closure.items() if u not in dropped}, self.final_store,
-            {u: t for u, t in self.tails.items() if u not in dropped})
+            {u: t for u, t in self.tails.items() if u not in dropped},
+            {u: p for u, p in self.partial.items() if u not in dropped})
 
     def unit_sets(self) -> list[WeightOrderInputs]:
         """The unit sets the bound is computed for: the weights alone; the weights and
@@ -154,12 +171,6 @@ class WeightOrderInputs:
         sets = [self.without(reads), self.without(unwaited), self]
         distinct = {tuple(x.load_cycles): x for x in sets if x.load_cycles}
         return list(distinct.values())
-
-
-def read_unit(read: InputRead) -> str:
-    """The load unit's name of a read of a network input: 'input -> layer[index]'."""
-    tensor, reader, index = read
-    return f"{tensor} -> {reader}[{index}]"
 
 
 def final_store_cycles(workload: Workload, hw: Hardware) -> int:
@@ -234,6 +245,9 @@ def last_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
         problem += first[u] <= chosen[u]
         for j in after:
             problem += covered[j] >= chosen[u]
+    for u, shares in inputs.partial.items():
+        for j, share in shares.items():
+            problem += covered[j] >= float(share) * chosen[u]
     return problem
 
 
@@ -252,6 +266,9 @@ def first_loads_model(inputs: WeightOrderInputs, k: int) -> LpProblem:
         problem += kth[u] <= 1 - early[u]
         for j in after:
             problem += covered[j] >= 1 - early[u]
+    for u, shares in inputs.partial.items():
+        for j, share in shares.items():
+            problem += covered[j] >= float(share) * (1 - early[u])
     return problem
 
 
@@ -279,7 +296,8 @@ def _variables(inputs: WeightOrderInputs, name: str
     index = {n: k for k, n in enumerate(inputs.load_cycles)}
     pick = {n: problem.add_variable(f"x{index[n]}", cat="Binary") for n in index}
     single = {n: problem.add_variable(f"u{index[n]}", cat="Binary") for n in index}
-    members = sorted(set().union(*inputs.closure.values())) if inputs.closure else []
+    members = sorted(set().union(*inputs.closure.values(),
+                                 *(p.keys() for p in inputs.partial.values())))
     covered = {j: problem.add_variable(f"y{k}", 0, 1) for k, j in enumerate(members)}
     return problem, pick, single, covered
 
@@ -293,14 +311,33 @@ def weight_order_bound(workload: Workload, hw: Hardware, time_limit: float | Non
                        compute_cycles: dict[str, Fraction] | None = None) -> Bound | None:
     """The weight-order bound (cycles), the largest over k and the unit sets of both
     MIPs' proven bounds reached within `time_limit` seconds (None: no limit; the reads'
-    F are examined within it too); None for a
-    network without loads. A MIP whose optimum cannot exceed `floor` (a bound the caller
-    already has, cycles) is skipped: the right-hand side at one choice of loads
-    (`estimates`) is at least its optimum. `compute_cycles` as in WeightOrderInputs.of."""
+    F are examined within it too); None for a network without loads. Then, where a read
+    of a network input splits the schedules into cases (`read_options.read_cases`), the
+    least over the cases of the same, if every case was bounded in time. A MIP whose
+    optimum cannot exceed `floor` (a bound the caller already has, cycles) is skipped:
+    the right-hand side at one choice of loads (`estimates`) is at least its optimum.
+    `compute_cycles` as in WeightOrderInputs.of."""
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     every_unit = WeightOrderInputs.of(workload, hw, deadline, compute_cycles)
     if not every_unit.load_cycles:
         return None
+    mip_seconds = None if time_limit is None else max(MIP_SHARE * time_limit, 0.05)
+    best, _ = _largest(every_unit, deadline, mip_seconds, floor)
+    by_case = []
+    for case in read_cases(workload, hw, every_unit):
+        value, complete = _largest(case, deadline, mip_seconds, max(best, floor))
+        if not complete:
+            return _bound(best)
+        by_case.append(value)
+    return _bound(max([best, min(by_case)] if by_case else [best]))
+
+
+def _largest(every_unit: WeightOrderInputs, deadline: float | None,
+             mip_seconds: float | None, floor: float) -> tuple[float, bool]:
+    """The largest proven bound over k, both MIPs and the unit sets of `every_unit`,
+    each MIP given at most `mip_seconds` until `deadline`, skipping those whose optimum
+    cannot exceed max(what is found, `floor`); and whether every MIP was run or
+    skipped (False: the deadline passed first)."""
     best = 0.0
     for inputs in every_unit.unit_sets():
         last_estimate, first_estimate = estimates(inputs)
@@ -311,13 +348,12 @@ def weight_order_bound(workload: Workload, hw: Hardware, time_limit: float | Non
                     continue
                 left = seconds_left(deadline)
                 if left is not None and left <= 0:
-                    return _bound(best)
-                each = None if left is None else min(left,
-                                                     max(MIP_SHARE * time_limit, 0.05))
+                    return best, False
+                each = left if mip_seconds is None else min(left, mip_seconds)
                 status = minimise(model(inputs, k), each)
                 if status.bound is not None:
                     best = max(best, status.bound)
-    return _bound(best)
+    return best, True
 
 
 def estimates(inputs: WeightOrderInputs) -> tuple[dict[int, float], dict[int, float]]:
@@ -331,8 +367,13 @@ def estimates(inputs: WeightOrderInputs) -> tuple[dict[int, float], dict[int, fl
     last, first = {}, {}
 
     def after(late: list[str]) -> float:
-        covered = set().union(*(inputs.closure[i] for i in late))
-        return float(max(sum((c[j] for j in covered), Fraction(0)),
+        covered: dict[str, Fraction] = {}
+        for i in late:
+            for j, share in inputs.partial.get(i, {}).items():
+                covered[j] = max(covered.get(j, Fraction(0)), share)
+        for j in set().union(*(inputs.closure[i] for i in late)):
+            covered[j] = Fraction(1)
+        return float(max(sum((c[j] * f for j, f in covered.items()), Fraction(0)),
                          *(inputs.tails.get(i, Fraction(0)) for i in late)))
 
     for k in range(1, len(units) + 1):

@@ -270,6 +270,21 @@ def input_region(layer: Layer, index: int, ins: Sequence[Shape], out: Region) ->
     return out
 
 
+def reads_pointwise(layer: Layer, index: int, ins: Sequence[Shape]) -> bool:
+    """Whether every output region of `layer` reads exactly that region (same rows,
+    columns and samples) of input `index`, whose plane is the output's: no window larger
+    than one position, no stride, no whole-plane or transposed read (see input_region)."""
+    src = ins[index]
+    if (src.h, src.w) != (layer.out.h, layer.out.w):
+        return False
+    if layer.op in (Op.CONV, Op.DEPTHWISE_CONV, Op.MAX_POOL, Op.AVG_POOL):
+        return (layer.kernel == (1, 1) and layer.stride == (1, 1)
+                and tuple(layer.padding) == (0, 0) and tuple(layer.padding_end) == (0, 0))
+    return not (layer.op in (Op.TRANSPOSE, Op.FC, Op.GLOBAL_POOL)
+                or (layer.op == Op.MATMUL_ACT and index == 1)
+                or (layer.op == Op.CONCAT and layer.axis == "h"))
+
+
 def input_channels(layer: Layer, index: int, ins: Sequence[Shape], out: Region) -> int:
     """Channels of input `index` that output region `out` reads: all of them, except for a
     transpose, whose input channels are the rows or columns of its output region."""
