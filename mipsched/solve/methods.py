@@ -81,6 +81,10 @@ POLISH_PATIENCE = 3
 anneals from the best schedule with a new seed)."""
 POLISH_MIN_SECONDS = 1.0
 """Time left below which auto ends instead of starting another pass."""
+DLSA_RESERVE_SHARE = 0.25
+"""Share of the time left after SA kept for the DLSA model of auto's first finalist: the
+steps before it end that much earlier (GPT-2 small prefill / edge / b16 at --time-limit
+60: the windows had 0.2 s and left 66,000 cycles that 7 s of them find)."""
 
 
 def _left(deadline: float | None, share_of_rest: float = 1.0) -> float:
@@ -189,20 +193,22 @@ def _descent_step(lowerer: Lowerer, start: Candidate, options: SearchOptions,
 def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
            deadline: float | None, split: Candidate | None = None) -> MethodResult:
     """auto after its SA run: from the better of SA's best, `split` (the DP's LG split)
-    and the warm start, the prefetch-scored annealing, the LFA model, then the DLSA
-    model on the finalists, then passes on the time left; never worse than `sa` under the
-    objective. Without a deadline each model gets MODEL_SECONDS and the annealing one
-    pass. Stops once a schedule reaches `options.target_latency`."""
+    and the warm start, the prefetch-scored annealing, the descent and the LFA model (all
+    ending DLSA_RESERVE_SHARE of the time earlier), then the DLSA model on the finalists,
+    then passes on the time left; never worse than `sa` under the objective. Without a
+    deadline each model gets MODEL_SECONDS and the annealing one pass. Stops once a
+    schedule reaches `options.target_latency`."""
     models: list[ModelRecord] = []
     cost = options.objective.cost
     starts = [sa.best, *(c for c in (options.start, split) if c is not None)]
     first_start = min(starts, key=lambda c: cost(c.evaluation))
-    until = None if deadline is None else time.perf_counter() + _left(deadline, PREFETCH_SHARE)
+    early = None if deadline is None else deadline - DLSA_RESERVE_SHARE * _left(deadline)
+    until = None if early is None else time.perf_counter() + _left(early, PREFETCH_SHARE)
     start = _prefetch_step(lowerer, first_start, options, until, options.seed) or first_start
-    start = _descent_step(lowerer, start, options, deadline)
+    start = _descent_step(lowerer, start, options, early)
     lfa_limit = (MODEL_SECONDS if deadline is None or options.time_limit is None
                  else LFA_SHARE * options.time_limit)
-    from_lfa = _lfa_step(lowerer, start, options, min(lfa_limit, _left(deadline)), models)
+    from_lfa = _lfa_step(lowerer, start, options, min(lfa_limit, _left(early)), models)
     first = _dlsa_step(start, options, _left(deadline, 0.5 if from_lfa else 1.0), models)
     finalists = [first]
     if from_lfa is not None and not _reached(options, first):
