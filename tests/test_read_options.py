@@ -130,10 +130,10 @@ def _only_later_flgs(workload, reader, below):
     return iter([frozenset()])
 
 
-def _fused_at_full_compute(workload, inputs, least, unit, reader, below, same):
+def _fused_at_full_compute(workload, inputs, least, counts, unit, reader, below, same):
     """Over-tight: as if the descendants in the reader's FLG ran whole after the read."""
     full = {name: inputs.compute_cycles[name] for name in least}
-    return _true_case(workload, inputs, full, unit, reader, below, same)
+    return _true_case(workload, inputs, full, counts, unit, reader, below, same)
 
 
 _true_case = read_options._case

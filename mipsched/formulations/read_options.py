@@ -72,6 +72,7 @@ def read_cases(workload: Workload, hw: Hardware, inputs: WeightOrderInputs
     MAX_CASES."""
     pointwise = pointwise_onward(workload)
     least = least_tile_cycles(workload, hw)
+    counts = {n: workload.batch * int(m.sum()) for n, m in needed_masks(workload).items()}
     per_read = []
     for read in read_needs(workload):
         unit, reader = read_unit(read), read[1]
@@ -82,7 +83,7 @@ def read_cases(workload: Workload, hw: Hardware, inputs: WeightOrderInputs
         if len(ideals) > MAX_IDEALS:
             continue
         per_read.append([_one_tile(inputs, unit, reader, below)]
-                        + [_case(workload, inputs, least, unit, reader, below, s)
+                        + [_case(workload, inputs, least, counts, unit, reader, below, s)
                            for s in ideals])
     if not per_read or math.prod(len(c) for c in per_read) > MAX_CASES:
         return []
@@ -137,37 +138,30 @@ def _ideals(workload: Workload, reader: str, below: set[str]) -> Iterator[frozen
 
 def _one_tile(inputs: WeightOrderInputs, unit: str, reader: str, below: set[str]
               ) -> WeightOrderInputs:
-    """The case T = 1: all of the reader and its descendants compute after C_u."""
+    """The fact of the case T = 1 (to `_merge` into `inputs`): all of the reader and its
+    descendants compute after C_u."""
     c = inputs.compute_cycles
     tail = c[reader] + sum((c[j] for j in below), Fraction(0))
-    return replace(inputs, tails={**inputs.tails, unit: max(tail, inputs.tails.get(unit, 0))})
+    return replace(inputs, tails={unit: tail}, partial={})
 
 
 def _case(workload: Workload, inputs: WeightOrderInputs, least: dict[str, Fraction],
-          unit: str, reader: str, below: set[str], same: frozenset[str]
-          ) -> WeightOrderInputs:
-    """The case T >= 2 with the descendants `same` in the reader's FLG."""
+          counts: dict[str, int], unit: str, reader: str, below: set[str],
+          same: frozenset[str]) -> WeightOrderInputs:
+    """The facts of the case T >= 2 with the descendants `same` in the reader's FLG (to
+    `_merge` into `inputs`; `counts`: needed positions per layer, all samples)."""
     c = inputs.compute_cycles
     tail = least[reader] + sum((least[j] for j in same), Fraction(0)) + sum(
         (c[j] for j in below - same), Fraction(0))
-    masks = needed_masks(workload)
-    partial = {u: dict(p) for u, p in inputs.partial.items()}
-    for j in same:
-        if j not in inputs.load_cycles:  # no weights
-            continue
-        before = ({reader} | same) & (nx.ancestors(workload.graph, j) | {reader})
-        for x in before:
-            share = first_share_fraction(workload, x, workload.batch * int(masks[x].sum()))
-            if share > partial.get(j, {}).get(x, 0):
-                partial.setdefault(j, {})[x] = share
-    return replace(inputs, tails={**inputs.tails,
-                                  unit: max(tail, inputs.tails.get(unit, Fraction(0)))},
-                   partial=partial)
+    partial = {j: {x: first_share_fraction(workload, x, counts[x])
+                   for x in ({reader} | same) & nx.ancestors(workload.graph, j)}
+               for j in same if j in inputs.load_cycles}  # the weighted ones
+    return replace(inputs, tails={unit: tail}, partial=partial)
 
 
 def _merge(case: WeightOrderInputs, option: WeightOrderInputs) -> WeightOrderInputs:
     """Both cases' facts (each holds for the schedules in both): the larger tail per
-    unit, the larger share per unit and layer."""
+    unit, the larger share per unit and layer; `case`'s other fields."""
     tails = dict(case.tails)
     for u, t in option.tails.items():
         tails[u] = max(t, tails.get(u, Fraction(0)))

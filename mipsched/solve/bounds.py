@@ -118,16 +118,18 @@ def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = No
     deadline = None if time_limit is None else search_deadline(started, time_limit)
     relaxed_energy = None
     n = len(workload.layers)
-    if not certified_over_powers_of_two(workload):
+    relaxed = certified_over_powers_of_two(workload)
+    if relaxed:
+        left = seconds_left(deadline, WEIGHT_ORDER_SHARE)
+        seconds = WEIGHT_ORDER_SECONDS if left is None else min(left, WEIGHT_ORDER_SECONDS)
+    else:
         left = seconds_left(deadline)
-        latency_bounds = list(run_bound(workload, hw, RELAXATION_SECONDS if left is None
-                                        else left).bounds)
+        seconds = RELAXATION_SECONDS if left is None else left
+    latency_bounds = list(run_bound(workload, hw, seconds).bounds)
+    if not relaxed:
         reason = f"{n} layers: computed for nets of at most {MAX_LAYERS}"
         skipped = {"lfa_relaxation": reason, "lfa_energy": reason}
     else:
-        left = seconds_left(deadline, WEIGHT_ORDER_SHARE)
-        latency_bounds = list(run_bound(workload, hw, WEIGHT_ORDER_SECONDS if left is None
-                                        else min(left, WEIGHT_ORDER_SECONDS)).bounds)
         relaxed_latency, relaxed_energy, skipped = _relaxations(
             Lowerer(workload, hw), deadline, workers)
         latency_bounds += relaxed_latency
