@@ -20,7 +20,9 @@ from mipsched.formulations.dlsa_windows import (
     cut,
     improve_dlsa,
     solve_window,
+    stalled_windows,
     tails,
+    window_end,
 )
 from mipsched.schedule.notation import Dlsa, ScheduleError
 from mipsched.schedule.tile_program import TileProgram
@@ -166,3 +168,56 @@ def test_a_set_stop_event_ends_the_windows_with_the_incumbent(cases, monkeypatch
     stop.set()
     result = improve_dlsa(program, incumbent, 20, 1, stop=stop)
     assert result.windows == 0 and result.dlsa == incumbent
+
+
+def _stalls(program: TileProgram, incumbent: Dlsa) -> list[tuple[int, int]]:
+    """(stall, tile) for every positive wait: a tile after the previous one ends, and the
+    stores after the last tile (counted on the last tile)."""
+    times = timeline(program, incumbent)
+    waits = [(times.tile_start[i] - (times.tile_end[i - 1] if i else 0), i)
+             for i in range(program.n_tiles)]
+    waits.append((times.makespan - times.tile_end[-1], program.n_tiles - 1))
+    return [(stall, tile) for stall, tile in waits if stall > 0]
+
+
+def test_stalled_windows_hold_their_tile_and_reach_back_as_far_as_allowed(cases) -> None:
+    """One window per stall, most stall cycles first; each holds its tile, is a window
+    window_end allows, and starts at the least such w0."""
+    settings = WindowSettings(tiles=3, overlap=1, transfers=2)
+    seen = 0
+    for program, incumbent, _, _ in cases:
+        stalls = _stalls(program, incumbent)
+        found = list(stalled_windows(program, incumbent, settings))
+        assert [tile for tile, _ in found] == [
+            tile for _, tile in sorted(stalls, key=lambda st: (-st[0], st[1]))]
+        for tile, (w0, w1) in found:
+            assert w0 <= tile < w1 and w0 >= tile - settings.tiles + 1
+            assert w1 == window_end(program, incumbent, w0, settings)
+            assert w0 == tile - settings.tiles + 1 or w0 == 0 or \
+                window_end(program, incumbent, w0 - 1, settings) <= tile
+        seen += len(found)
+    assert seen > len(cases)  # the random incumbents do stall
+
+
+def test_the_windows_start_at_the_largest_stall_within_a_share_of_the_time(
+        cases, monkeypatch) -> None:
+    """Forced onto windows, the first window solved is the largest stall's, and no window
+    is given more than WINDOW_TIME_SHARE of the time left (MIN_WINDOW_SECONDS at least)."""
+    import mipsched.formulations.dlsa_windows as windows
+    monkeypatch.setattr(windows, "whole_model_fits", lambda program: False)
+    settings = WindowSettings(tiles=3, overlap=1, transfers=2)
+    solved: list[tuple[tuple[int, int], float]] = []
+    real = windows.solve_window
+
+    def recording(program, incumbent, w0, w1, settings, time_limit, *rest):
+        solved.append(((w0, w1), time_limit))
+        return real(program, incumbent, w0, w1, settings, time_limit, *rest)
+    monkeypatch.setattr(windows, "solve_window", recording)
+    for program, incumbent, _, _ in cases[:30]:
+        solved.clear()
+        first = next(stalled_windows(program, incumbent, settings), None)
+        improve_dlsa(program, incumbent, 2.0, 1, settings=settings)
+        if first is not None:
+            assert solved[0][0] == first[1]
+        assert all(limit <= max(windows.WINDOW_TIME_SHARE * 2.0,
+                                windows.MIN_WINDOW_SECONDS) for _, limit in solved)

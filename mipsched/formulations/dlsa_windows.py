@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -354,6 +355,11 @@ class DlsaImprovement:
 #: they improve a poor incumbent much faster than the whole model does, which then
 #: starts from their result and proves a bound.
 WINDOW_SHARE = 0.5
+#: Most of the time left one window may take (at least MIN_WINDOW_SECONDS, at most
+#: WindowSettings.seconds): a window CP-SAT cannot close in that time rarely pays, and in
+#: a 60-s solve the DLSA model has about 5 s for all its windows.
+WINDOW_TIME_SHARE = 0.25
+MIN_WINDOW_SECONDS = 0.5
 
 
 def improve_dlsa(program: TileProgram, incumbent: Dlsa, time_limit: float | None = None,
@@ -397,37 +403,89 @@ def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float 
            ) -> tuple[Dlsa, int]:
     """Window passes over the program (appending each run to `runs`) until one improves
     nothing, the deadline (time.perf_counter() seconds) passes, `stop` is set or the
-    latency reaches `target` (cycles): the best DLSA and its latency."""
+    latency reaches `target` (cycles): the best DLSA and its latency. A pass first solves
+    the windows that end at the incumbent's stalled tiles, most stalled first
+    (stalled_windows; a tile inside a window already solved for this incumbent is
+    passed over), then slides over the whole program. A window gets at most
+    WINDOW_TIME_SHARE of the time left."""
     n = program.n_tiles
     improved = True
     while improved:
         improved = False
-        w0 = 0
-        while w0 < n:
+        tried: set[tuple[int, int]] = set()
+        since_better: list[tuple[int, int]] = []  # windows solved for this incumbent
+        stalled = stalled_windows(program, best, settings)
+        w0 = 0  # where the slide goes on
+        while True:
             if stop.is_set() or (target is not None and best_latency <= target):
                 return best, best_latency
-            w1 = window_end(program, best, w0, settings)
             left = seconds_left(deadline)
             if left is not None and left <= 0:
                 return best, best_latency
-            budget = settings.seconds if left is None else min(settings.seconds, left)
-            best, latency, status = solve_window(program, best, w0, w1, settings, budget,
+            span = next((w for tile, w in stalled if w not in tried and not any(
+                a <= tile < b for a, b in since_better)), None)
+            if span is None:
+                if w0 >= n:
+                    break
+                span = (w0, window_end(program, best, w0, settings))
+                w1 = span[1]
+                w0 = n if w1 == n else max(w0 + (w1 - w0 + 1) // 2, w1 - settings.overlap)
+                if span in tried:
+                    continue
+            tried.add(span)
+            budget = settings.seconds if left is None else \
+                min(settings.seconds, max(WINDOW_TIME_SHARE * left, MIN_WINDOW_SECONDS))
+            best, latency, status = solve_window(program, best, *span, settings, budget,
                                                  workers, seed, stop, target)
             if status is not None:
                 runs.append(("window", status))
             if latency < best_latency:
                 best_latency, improved = latency, True
-            w0 = n if w1 == n else max(w0 + (w1 - w0 + 1) // 2, w1 - settings.overlap)
+                since_better = []
+                stalled = stalled_windows(program, best, settings)
+            else:
+                since_better.append(span)
     return best, best_latency
+
+
+def stalled_windows(program: TileProgram, incumbent: Dlsa, settings: WindowSettings
+                    ) -> Iterator[tuple[int, tuple[int, int]]]:
+    """(tile, window [w0, w1)) per tile the incumbent stalls before (the last tile also
+    for the stores after it), most stall cycles first, ties by tile: the window holds the
+    tile and reaches back as far as settings.transfers allows (the least such w0), since
+    a stall's cure is an earlier load or store."""
+    times, tail = timeline(program, incumbent), tails(program, incumbent)
+    n = program.n_tiles
+    stalls = [(times.tile_start[i] - (times.tile_end[i - 1] if i else 0), i)
+              for i in range(n)]
+    if n:
+        stalls.append((times.makespan - times.tile_end[-1], n - 1))
+    for stall, tile in sorted(stalls, key=lambda st: (-st[0], st[1])):
+        if stall <= 0:
+            return
+        lo, hi = max(0, tile - settings.tiles + 1), tile
+        while lo < hi:  # the window end grows with w0: the least w0 still holding tile
+            mid = (lo + hi) // 2
+            if _window_end(incumbent, times, tail, mid, n, settings) > tile:
+                hi = mid
+            else:
+                lo = mid + 1
+        yield tile, (lo, _window_end(incumbent, times, tail, lo, n, settings))
 
 
 def window_end(program: TileProgram, incumbent: Dlsa, w0: int,
                settings: WindowSettings) -> int:
     """The largest w1 <= w0 + settings.tiles whose window holds at most
     settings.transfers transfers (w0 + 1 at least)."""
-    times, tail = timeline(program, incumbent), tails(program, incumbent)
+    return _window_end(incumbent, timeline(program, incumbent), tails(program, incumbent),
+                       w0, program.n_tiles, settings)
+
+
+def _window_end(incumbent: Dlsa, times: Timeline, tail: Tails, w0: int, n: int,
+                settings: WindowSettings) -> int:
+    """window_end with the incumbent's timeline and tails given (n: tiles)."""
     k0 = _split(incumbent, times, tail, w0)
-    lo, hi = w0 + 1, min(program.n_tiles, w0 + settings.tiles)
+    lo, hi = w0 + 1, min(n, w0 + settings.tiles)
     while lo < hi:  # _split grows with w: bisect for the last w1 within the limit
         mid = (lo + hi + 1) // 2
         if _split(incumbent, times, tail, mid) - k0 <= settings.transfers:

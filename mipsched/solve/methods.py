@@ -85,6 +85,12 @@ DLSA_RESERVE_SHARE = 0.25
 """Share of the time left after SA kept for the DLSA model of auto's first finalist: the
 steps before it end that much earlier (GPT-2 small prefill / edge / b16 at --time-limit
 60: the windows had 0.2 s and left 66,000 cycles that 7 s of them find)."""
+FIRST_DLSA_SHARE = 0.6
+"""Most of the time left that the DLSA model of auto's first finalist may use, before
+the LFA model: the windows converge in seconds on the Fig. 6 cases, while the LFA model
+found nothing better in 60-s runs on ResNet-50 b1, GPT-2 small prefill b1, RandWire b16
+and Inception-ResNet-v1 b16 (on large nets its segment table takes all its time to
+build), so it comes second."""
 
 
 def _left(deadline: float | None, share_of_rest: float = 1.0) -> float:
@@ -193,11 +199,13 @@ def _descent_step(lowerer: Lowerer, start: Candidate, options: SearchOptions,
 def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
            deadline: float | None, split: Candidate | None = None) -> MethodResult:
     """auto after its SA run: from the better of SA's best, `split` (the DP's LG split)
-    and the warm start, the prefetch-scored annealing, the descent and the LFA model (all
-    ending DLSA_RESERVE_SHARE of the time earlier), then the DLSA model on the finalists,
-    then passes on the time left; never worse than `sa` under the objective. Without a
-    deadline each model gets MODEL_SECONDS and the annealing one pass. Stops once a
-    schedule reaches `options.target_latency`."""
+    and the warm start, the prefetch-scored annealing and the descent (both ending
+    DLSA_RESERVE_SHARE of the time earlier), then the DLSA model (at most
+    FIRST_DLSA_SHARE of the time left), then the LFA model from its result (at most half
+    the time left) and the DLSA model on what that finds, then passes on the time left;
+    never worse than `sa` under the objective. Without a deadline each model gets
+    MODEL_SECONDS and the annealing one pass. Stops once a schedule reaches
+    `options.target_latency`."""
     models: list[ModelRecord] = []
     cost = options.objective.cost
     starts = [sa.best, *(c for c in (options.start, split) if c is not None)]
@@ -206,10 +214,11 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
     until = None if early is None else time.perf_counter() + _left(early, PREFETCH_SHARE)
     start = _prefetch_step(lowerer, first_start, options, until, options.seed) or first_start
     start = _descent_step(lowerer, start, options, early)
+    first = _dlsa_step(start, options, _left(deadline, FIRST_DLSA_SHARE), models)
     lfa_limit = (MODEL_SECONDS if deadline is None or options.time_limit is None
                  else LFA_SHARE * options.time_limit)
-    from_lfa = _lfa_step(lowerer, start, options, min(lfa_limit, _left(early)), models)
-    first = _dlsa_step(start, options, _left(deadline, 0.5 if from_lfa else 1.0), models)
+    from_lfa = _lfa_step(lowerer, first, options, min(lfa_limit, _left(deadline, 0.5)),
+                         models)
     finalists = [first]
     if from_lfa is not None and not _reached(options, first):
         finalists.append(_dlsa_step(from_lfa, options, _left(deadline), models))
