@@ -91,6 +91,9 @@ the LFA model: the windows converge in seconds on the Fig. 6 cases, while the LF
 found nothing better in 60-s runs on ResNet-50 b1, GPT-2 small prefill b1, RandWire b16
 and Inception-ResNet-v1 b16 (on large nets its segment table takes all its time to
 build), so it comes second."""
+LFA_AFTER_DLSA_SHARE = 0.25
+"""Most of the time left then that the LFA model may use (the rest goes to the passes
+on time left, whose annealing, descent and DLSA model do find better schedules there)."""
 
 
 def _left(deadline: float | None, share_of_rest: float = 1.0) -> float:
@@ -201,11 +204,11 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
     """auto after its SA run: from the better of SA's best, `split` (the DP's LG split)
     and the warm start, the prefetch-scored annealing and the descent (both ending
     DLSA_RESERVE_SHARE of the time earlier), then the DLSA model (at most
-    FIRST_DLSA_SHARE of the time left), then the LFA model from its result (at most half
-    the time left) and the DLSA model on what that finds, then passes on the time left;
-    never worse than `sa` under the objective. Without a deadline each model gets
-    MODEL_SECONDS and the annealing one pass. Stops once a schedule reaches
-    `options.target_latency`."""
+    FIRST_DLSA_SHARE of the time left), then the LFA model from its result (at most
+    LFA_AFTER_DLSA_SHARE of the time left) and the DLSA model on what that finds, then
+    passes on the time left; never worse than `sa` under the objective. Without a
+    deadline each model gets MODEL_SECONDS and the annealing one pass. Stops once a
+    schedule reaches `options.target_latency`."""
     models: list[ModelRecord] = []
     cost = options.objective.cost
     starts = [sa.best, *(c for c in (options.start, split) if c is not None)]
@@ -217,8 +220,8 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
     first = _dlsa_step(start, options, _left(deadline, FIRST_DLSA_SHARE), models)
     lfa_limit = (MODEL_SECONDS if deadline is None or options.time_limit is None
                  else LFA_SHARE * options.time_limit)
-    from_lfa = _lfa_step(lowerer, first, options, min(lfa_limit, _left(deadline, 0.5)),
-                         models)
+    from_lfa = _lfa_step(lowerer, first, options,
+                         min(lfa_limit, _left(deadline, LFA_AFTER_DLSA_SHARE)), models)
     finalists = [first]
     if from_lfa is not None and not _reached(options, first):
         finalists.append(_dlsa_step(from_lfa, options, _left(deadline), models))
