@@ -404,7 +404,7 @@ def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float 
     """Window passes over the program (appending each run to `runs`) until one improves
     nothing, the deadline (time.perf_counter() seconds) passes, `stop` is set or the
     latency reaches `target` (cycles): the best DLSA and its latency. A pass first solves
-    the windows that end at the incumbent's stalled tiles, most stalled first
+    the windows that hold the incumbent's stalled tiles, most stalled first
     (stalled_windows; a tile inside a window already solved for this incumbent is
     passed over), then slides over the whole program. A window gets at most
     WINDOW_TIME_SHARE of the time left."""
