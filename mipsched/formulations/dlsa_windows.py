@@ -355,9 +355,9 @@ class DlsaImprovement:
 #: they improve a poor incumbent much faster than the whole model does, which then
 #: starts from their result and proves a bound.
 WINDOW_SHARE = 0.5
-#: Most of the time left one window may take (at least MIN_WINDOW_SECONDS, at most
-#: WindowSettings.seconds): a window CP-SAT cannot close in that time rarely pays, and in
-#: a 60-s solve the DLSA model has about 5 s for all its windows.
+#: Most of the time left one window may take (at least MIN_WINDOW_SECONDS unless less is
+#: left, at most WindowSettings.seconds): a window CP-SAT cannot close in that time
+#: rarely pays, and in a 60-s solve the DLSA model has about 5 s for all its windows.
 WINDOW_TIME_SHARE = 0.25
 MIN_WINDOW_SECONDS = 0.5
 
@@ -433,8 +433,8 @@ def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float 
                 if span in tried:
                     continue
             tried.add(span)
-            budget = settings.seconds if left is None else \
-                min(settings.seconds, max(WINDOW_TIME_SHARE * left, MIN_WINDOW_SECONDS))
+            budget = settings.seconds if left is None else min(
+                settings.seconds, left, max(WINDOW_TIME_SHARE * left, MIN_WINDOW_SECONDS))
             best, latency, status = solve_window(program, best, *span, settings, budget,
                                                  workers, seed, stop, target)
             if status is not None:
