@@ -61,12 +61,16 @@ the DLSA model)."""
 MODEL_SECONDS = 30.0
 """Each model's time when no --time-limit is given."""
 SPLIT_SHARE = 0.1
-"""Share of auto's time that the DP's LG split may use first (lg_split; measured under
-load: GPT-2 prefill b16 (38 layers) 5.8 s, ResNet-50 b1 4.6 s, b16 13 s, Inception-ResNet-v1
-b16 (153 layers) 55 s; where it does not finish, this share is lost to SA)."""
-SPLIT_MIN_SECONDS = 6.0
+"""Share of auto's time that the DP's LG split may use first (lg_split, its group costs
+on every CPU; measured with two workers and nothing else running, the prefetching DLSA
+included: GPT-2 small prefill b16 (38 layers) 3.1 s, ResNet-50 b16 5.5 s, GPT-2 XL
+prefill / cloud / b16 5.2 s, ResNet-101 b16 about 8 s, Inception-ResNet-v1 b16 (153
+layers) about 20 s; where it does not finish, this share is lost to SA). The descent
+from the split then has DESCENT_SHARE of the time left."""
+SPLIT_MIN_SECONDS = 8.0
 """...but at least this long (s), if that is at most SPLIT_MAX_SHARE of the time: at
---time-limit 20 a 10 % share does not finish GPT-2 prefill b16's split."""
+--time-limit 20 a 10 % share does not finish GPT-2 prefill b16's split, and at 60 s 6 s
+left GPT-2 XL prefill b16's split no margin."""
 SPLIT_MAX_SHARE = 0.3
 PREFETCH_SHARE = 0.5
 """Share of the time left after SA given to the prefetch-scored LFA annealing."""
@@ -157,9 +161,9 @@ def _dlsa_step(cand: Candidate, options: SearchOptions, seconds: float,
 
 
 def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
-    """`--method auto`: the DP's LG split (at most SPLIT_SHARE of the time), SA for
-    SA_SHARE of the time left, then `refine` from the better of the two; the best
-    schedule by the objective (latency in cycles, energy in pJ)."""
+    """`--method auto`: the DP's LG split (at most SPLIT_SHARE of the time) and the
+    descent from it, SA for SA_SHARE of the time left, then `refine` from the better of
+    the two; the best schedule by the objective (latency in cycles, energy in pJ)."""
     deadline = options.deadline()
     split = _split_step(lowerer, options, deadline)
     sa_limit = None if deadline is None else SA_SHARE * _left(deadline)
@@ -248,9 +252,18 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
 
 def _split_step(lowerer: Lowerer, options: SearchOptions, deadline: float | None
                 ) -> Candidate | None:
-    """The DP's LG split with its prefetching DLSA (`lg_split.lg_split_start`), found
-    within SPLIT_SHARE of the time to `deadline` or SPLIT_MIN_SECONDS if longer (and at
-    most SPLIT_MAX_SHARE of it; no limit without a deadline), or None."""
+    """The local optimum the descent reaches (within DESCENT_SHARE of the time left) from
+    the DP's LG split with its prefetching DLSA (`lg_split.lg_split_start`, its group
+    costs on `sa_workers` processes), the split found within SPLIT_SHARE of the time to
+    `deadline` or SPLIT_MIN_SECONDS if longer (and at most SPLIT_MAX_SHARE of it; no
+    limit without a deadline); None if the split is not found in time.
+
+    The split keeps the workload's layer order, and from it the descent reaches what SA's
+    annealed orders do not: GPT-2 XL prefill / cloud / b16, split 11,537,400 cycles,
+    descended in 14 s to 10,946,898, where 60 s of auto without this step had reached
+    11,254,231 (SA had moved each head's key transpose away from its projection, so that
+    26 MB of transposed keys are stored in one burst and the attention waits 139,000
+    cycles for its first load behind them)."""
     if options.stop.is_set():
         return None
     until = None
@@ -258,10 +271,11 @@ def _split_step(lowerer: Lowerer, options: SearchOptions, deadline: float | None
         left = _left(deadline)
         until = time.perf_counter() + max(SPLIT_SHARE * left,
                                           min(SPLIT_MIN_SECONDS, SPLIT_MAX_SHARE * left))
-    found = lg_split_start(lowerer, until)
-    if found is not None:
-        offer(options, found)
-    return found
+    found = lg_split_start(lowerer, until, sa_workers(options), options.stop.is_set)
+    if found is None:
+        return None
+    offer(options, found)
+    return _descent_step(lowerer, found, options, deadline)
 
 
 def cpsat(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
