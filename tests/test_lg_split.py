@@ -117,6 +117,15 @@ def test_worker_processes_find_the_same_table() -> None:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+def test_a_layer_that_fits_at_no_tiling_gives_no_table(workers) -> None:
+    """GPT-2 small decode with a 64 KiB buffer: ffn1's 2.4 MB of weights fit no tile."""
+    hw = with_overrides(EDGE, {"gbuf.capacity_bytes": 64 * 1024})
+    lowerer = Lowerer(zoo.get("gpt2_small_decode", 1), hw)
+    assert group_costs(lowerer, workers=workers) is None
+    assert lg_split_start(lowerer, workers=workers) is None
+
+
+@pytest.mark.parametrize("workers", [1, 2])
 def test_a_passed_deadline_or_a_stop_ends_the_workers_without_a_table(workers) -> None:
     lowerer = Lowerer(zoo.get("gpt2_small_decode", 1), EDGE)
     assert group_costs(lowerer, deadline=0.0, workers=workers) is None

@@ -98,13 +98,13 @@ def group_costs(lowerer: Lowerer, deadline: float | None = None, workers: int = 
     n = len(lowerer.workload.layers)
     if workers <= 1 or n <= MIN_LAYERS_FOR_WORKERS:
         rows: Iterable[_Row | None] = (_groups_from(lowerer, a, deadline) for a in range(n))
-        return _table(rows, n, stop)
+        return _table(rows, stop)
     context = multiprocessing.get_context("fork")
     with context.Pool(min(workers, n), _init_worker, (lowerer, deadline)) as pool:
-        return _table(_waiting(pool.imap_unordered(_worker_groups, range(n)), stop), n, stop)
+        return _table(_waiting(pool.imap_unordered(_worker_groups, range(n)), stop), stop)
 
 
-#: The groups [a, b) costed from one first layer a, or None when the deadline passed.
+#: The groups [a, b) costed from one first layer a (empty: [a, a + 1) fits at no tiling).
 _Row = list[tuple[tuple[int, int], GroupCost]]
 
 
@@ -125,16 +125,16 @@ def _groups_from(lowerer: Lowerer, a: int, deadline: float | None) -> _Row | Non
     return row
 
 
-def _table(rows: Iterable[_Row | None], n: int, stop: Callable[[], bool] | None
+def _table(rows: Iterable[_Row | None], stop: Callable[[], bool] | None
            ) -> dict[tuple[int, int], GroupCost] | None:
-    """The rows merged into one table; None if one is None (deadline), stop() turns
-    true, or some single layer [a, a + 1) is missing."""
+    """The rows merged into one table; None as soon as one is None (deadline) or empty
+    (its single layer [a, a + 1) fits at no tiling), or stop() turns true."""
     costs: dict[tuple[int, int], GroupCost] = {}
     for row in rows:
-        if row is None or (stop is not None and stop()):
+        if not row or (stop is not None and stop()):
             return None
         costs.update(row)
-    return costs if all((a, a + 1) in costs for a in range(n)) else None
+    return costs
 
 
 def _waiting(results: IMapIterator, stop: Callable[[], bool] | None

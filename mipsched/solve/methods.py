@@ -1,8 +1,9 @@
 """The scheduling methods `solve_network` runs (METHODS), and the pipelines behind
 `--method auto`, `cpsat` and `exact`.
 
-- auto: the DP's split of the order into LGs with their own tilings (lg_split), then
-  SoMa's SA for a share of the budget; then the LFA annealed again with every
+- auto: the DP's split of the order into LGs with their own tilings (lg_split),
+  descended to a local optimum (local_descent), then SoMa's SA for a share of the
+  budget; then the LFA annealed again with every
   candidate timed under its prefetching DLSA (prefetch_anneal), from the better of SA's
   best and the split, and
   descended to a local optimum under the same timing (local_descent); then the
