@@ -229,8 +229,8 @@ def test_a_short_time_limit_gives_a_weaker_bound_never_a_stronger_one() -> None:
     workload = zoo.get("gpt2_small_decode")
     full = weight_order_bound(workload, EDGE, time_limit=None)
     quick = weight_order_bound(workload, EDGE, time_limit=0.05)
-    assert full is not None and quick is not None
-    assert 0 <= quick.value <= full.value
+    assert full is not None
+    assert quick is None or 0 < quick.value <= full.value  # None: no MIP ran in time
 
 
 def test_a_network_without_weights_is_bounded_by_its_input_load() -> None:

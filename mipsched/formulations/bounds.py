@@ -95,6 +95,15 @@ class LatencyBound:
         return next(b.derivation for b in self.bounds if b.name == self.binding)
 
 
+def proven_cycles(name: str, cycles: float, derivation: str) -> Bound | None:
+    """A latency bound from a MIP's floating-point bound (cycles): less a margin of 1e-6
+    relative, so that solver tolerance never overstates it, rounded up (latencies are
+    whole cycles); None when nothing above 0 was proved."""
+    if cycles <= 0:
+        return None
+    return Bound(name, math.ceil(cycles * (1 - 1e-6)), derivation)
+
+
 def strongest(bounds: list[Bound]) -> LatencyBound:
     """The largest of several latency bounds (cycles; all valid, so their max is too)."""
     best = max(bounds, key=lambda b: b.value)

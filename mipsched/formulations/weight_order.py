@@ -74,7 +74,6 @@ bound above is a bound, taken when every case was bounded in time.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -84,7 +83,7 @@ import networkx as nx
 import numpy as np
 
 from mipsched.core import Bound, seconds_left
-from mipsched.formulations.bounds import layer_compute_cycles, least_tile_cycles
+from mipsched.formulations.bounds import layer_compute_cycles, least_tile_cycles, proven_cycles
 from mipsched.formulations.needed import (
     InputRead,
     position_read_needs,
@@ -332,6 +331,17 @@ def weight_order_bound(workload: Workload, hw: Hardware, time_limit: float | Non
     return _bound(max([best, min(by_case)] if by_case else [best]))
 
 
+def _bound(cycles: float) -> Bound | None:
+    """The certificate entry (`bounds.proven_cycles`; None when no MIP ran, every one
+    being unable to beat the floor)."""
+    return proven_cycles(
+        "weight_order", cycles,
+        "largest over k of the least, over which k loads (weights or reads of network "
+        "inputs) complete last (or first), of the DRAM time until the earliest of them "
+        "completes plus the compute of the layers that must wait for it plus the least "
+        "store after the last tile (PuLP / HiGHS MIP, formulations/weight_order.py)")
+
+
 def _largest(every_unit: WeightOrderInputs, deadline: float | None,
              mip_seconds: float | None, floor: float) -> tuple[float, bool]:
     """The largest proven bound over k, both MIPs and the unit sets of `every_unit`,
@@ -385,14 +395,3 @@ def estimates(inputs: WeightOrderInputs) -> tuple[dict[int, float], dict[int, fl
             + inputs.final_store
     return last, first
 
-
-def _bound(cycles: float) -> Bound:
-    """The certificate entry: the MIP's floating-point bound less a margin of 1e-6
-    relative (so that solver tolerance never overstates it), rounded up, latencies
-    being whole cycles."""
-    return Bound("weight_order", math.ceil(cycles * (1 - 1e-6)),
-                 "largest over k of the least, over which k loads (weights or reads of "
-                 "network inputs) complete last (or first), of the DRAM time until the "
-                 "earliest of them completes plus the compute of the layers that must "
-                 "wait for it plus the least store after the last tile "
-                 "(PuLP / HiGHS MIP, formulations/weight_order.py)")
