@@ -197,6 +197,14 @@ def with_box_rates(workload: Workload, cycles: dict[str, Fraction],
     return raised
 
 
+def may_leave_tiles_empty(workload: Workload) -> bool:
+    """Whether some layer concatenates along rows, the only way a layer of an FLG can
+    have no region at some tile index (so bounds that count a tile of every layer at
+    every index, or every tile of an ancestor before a layer's last, do not hold)."""
+    return any(layer.op == Op.CONCAT and layer.axis == "h"
+               for layer in workload.layers.values())
+
+
 def least_tile_cycles(workload: Workload, hw: Hardware) -> dict[str, Fraction]:
     """Per layer, a lower bound on the cycles of any one of its tiles (cycles): a tile
     computes one output position at least, so on the PE array max(cycles per position,

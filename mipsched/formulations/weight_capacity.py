@@ -44,12 +44,15 @@ from fractions import Fraction
 import networkx as nx
 
 from mipsched.core import Bound, seconds_left
-from mipsched.formulations.bounds import layer_compute_cycles, proven_cycles
+from mipsched.formulations.bounds import (
+    layer_compute_cycles,
+    may_leave_tiles_empty,
+    proven_cycles,
+)
 from mipsched.formulations.solver import MINIMISE, LpProblem, lp_sum, minimise
 from mipsched.formulations.weight_order import final_store_cycles
 from mipsched.hw.model import Hardware
 from mipsched.workload.graph import Workload
-from mipsched.workload.layer import Op
 
 
 def weight_capacity_bound(workload: Workload, hw: Hardware, time_limit: float | None = 10.0,
@@ -61,7 +64,7 @@ def weight_capacity_bound(workload: Workload, hw: Hardware, time_limit: float | 
     D is at least its optimum), each MIP within the `time_limit` (s; None: no limit);
     None when no layer gives one. `compute_cycles`: c per layer (default
     `bounds.layer_compute_cycles`)."""
-    if any(layer.op == Op.CONCAT and layer.axis == "h" for layer in workload.layers.values()):
+    if may_leave_tiles_empty(workload):
         return None
     deadline = None if time_limit is None else time.perf_counter() + time_limit
     c = compute_cycles if compute_cycles is not None else layer_compute_cycles(workload, hw)

@@ -83,7 +83,12 @@ import networkx as nx
 import numpy as np
 
 from mipsched.core import Bound, seconds_left
-from mipsched.formulations.bounds import layer_compute_cycles, least_tile_cycles, proven_cycles
+from mipsched.formulations.bounds import (
+    layer_compute_cycles,
+    least_tile_cycles,
+    may_leave_tiles_empty,
+    proven_cycles,
+)
 from mipsched.formulations.needed import (
     InputRead,
     position_read_needs,
@@ -101,7 +106,6 @@ from mipsched.formulations.solver import (
 )
 from mipsched.hw.model import Hardware
 from mipsched.workload.graph import Workload
-from mipsched.workload.layer import Op
 
 
 @dataclass(frozen=True)
@@ -185,7 +189,7 @@ def read_tails(workload: Workload, hw: Hardware, reads: Iterable[InputRead]
     """t_u per read of a network input (cycles): the least tile of its reader plus the
     least tile of every descendant of the reader (`bounds.least_tile_cycles`); none when
     the network concatenates along rows (see the module docstring)."""
-    if any(layer.op == Op.CONCAT and layer.axis == "h" for layer in workload.layers.values()):
+    if may_leave_tiles_empty(workload):
         return {}
     least = least_tile_cycles(workload, hw)
     tails = {}

@@ -77,13 +77,16 @@ def run_bound(workload: Workload, hw: Hardware, seconds: float | None) -> Latenc
     per_layer = with_box_rates(workload, closed_form, rates)
     closed = strongest([compute_bound(workload, hw, rates, per_layer),
                         compulsory_dram_bound(workload, hw)])
-    left = None if seconds is None else max(seconds - (time.perf_counter() - began), 0.0)
-    capacity = weight_capacity_bound(workload, hw,
-                                     None if left is None else CAPACITY_SHARE * left,
-                                     floor=closed.cycles, compute_cycles=per_layer)
+
+    def left(share: float = 1.0) -> float | None:
+        """`share` of the seconds left (None: no limit)."""
+        return None if seconds is None else \
+            share * max(seconds - (time.perf_counter() - began), 0.0)
+
+    capacity = weight_capacity_bound(workload, hw, left(CAPACITY_SHARE), floor=closed.cycles,
+                                     compute_cycles=per_layer)
     bounds = [*closed.bounds, *([capacity] if capacity is not None else [])]
-    left = None if seconds is None else max(seconds - (time.perf_counter() - began), 0.0)
-    order = weight_order_bound(workload, hw, left, floor=strongest(bounds).cycles,
+    order = weight_order_bound(workload, hw, left(), floor=strongest(bounds).cycles,
                                compute_cycles=per_layer)
     return strongest([*bounds, *([order] if order is not None else [])])
 
