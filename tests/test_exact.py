@@ -89,7 +89,7 @@ def test_programs_too_big_for_the_dlsa_model_still_give_schedules_and_no_false_p
     DLSA to prove anything with: it must still return a fitting schedule (the best
     constructed DLSA of the LFAs it met), keep those LFAs open, and report a bound no
     larger than the true optimum."""
-    wl, hw = random_dag(3, n_layers=4, batch=2), with_buffer(EDGE, 12_000)
+    wl, hw = random_dag(10, n_layers=4, batch=2), with_buffer(EDGE, 20_000)
     optimum = exact_search(Lowerer(wl, hw), tilings=SMALL, workers=1, time_limit=120)
     assert optimum.proven and optimum.best is not None
     monkeypatch.setattr(exact_module, "whole_model_fits", lambda program: False)
@@ -99,7 +99,7 @@ def test_programs_too_big_for_the_dlsa_model_still_give_schedules_and_no_false_p
     assert ev.fits and ev.latency_cycles >= optimum.best.evaluation.latency_cycles
     assert result.lower_bound <= optimum.best.evaluation.latency_cycles
     assert result.proven == (result.lower_bound >= ev.latency_cycles)
-    assert not result.proven  # here the constructed DLSAs miss the optimum by a cycle
+    assert not result.proven  # here the constructed DLSAs miss the optimum (1,635 vs 1,540)
 
 
 def check_methods_against_exact(name: str, capacity: int | None) -> None:

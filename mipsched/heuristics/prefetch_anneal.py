@@ -1,5 +1,6 @@
 """LFA annealing scored as stage 2 will see it: every candidate LFA timed with its greedy
-prefetching DLSA (dlsa_starts.prefetch_dlsa) instead of SoMa's double buffering.
+prefetching DLSA (dlsa_starts.prefetch_dlsa, in the faster of release and deadline order)
+instead of SoMa's double buffering.
 
 SoMa's stage 1 ranks LFAs by their latency under the default DLSA, which charges every
 weight load right before its layer. Which LFA is best *after* stage 2 often differs: an
@@ -25,8 +26,8 @@ import threading
 from multiprocessing.connection import Connection
 
 from mipsched.core import Candidate, SearchOptions, seconds_left
-from mipsched.dlsa_starts import fitting_start, prefetch_dlsa
-from mipsched.evaluate import evaluate, latency
+from mipsched.dlsa_starts import fastest_order, fitting_start, prefetch_dlsa
+from mipsched.evaluate import evaluate
 from mipsched.heuristics.annealing import Cooling, Progress
 from mipsched.heuristics.lfa_moves import propose
 from mipsched.schedule.lowering import Lowerer
@@ -40,7 +41,8 @@ PATIENCE = 2
 
 
 def prefetched(lowerer: Lowerer, lfa: Lfa) -> tuple[TileProgram, Dlsa, int] | None:
-    """`lfa` lowered, its greedy prefetching DLSA and that DLSA's latency (cycles); None
+    """`lfa` lowered, its greedy prefetching DLSA (in the faster of release and deadline
+    order, dlsa_starts.fastest_order) and that DLSA's latency (cycles); None
     when the LFA cannot be lowered or no DLSA of it fits the buffer."""
     try:
         program = lowerer.lower(lfa, check=False)
@@ -49,8 +51,7 @@ def prefetched(lowerer: Lowerer, lfa: Lfa) -> tuple[TileProgram, Dlsa, int] | No
     start = fitting_start(program)
     if start is None:
         return None
-    dlsa = prefetch_dlsa(program, *start)
-    return program, dlsa, latency(program, dlsa)
+    return program, *fastest_order(program, prefetch_dlsa(program, *start))
 
 
 def prefetched_cost(lowerer: Lowerer, options: SearchOptions, program: TileProgram,

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from mipsched.core import Candidate, SearchOptions, evaluate_lfa, seconds_left
-from mipsched.dlsa_starts import prefetch_dlsa
+from mipsched.dlsa_starts import fastest_order, prefetch_dlsa
 from mipsched.evaluate import evaluate
 from mipsched.heuristics.annealing import Cooling, Progress
 from mipsched.heuristics.baseline import single_flg_start, unfused_baseline
@@ -107,9 +107,10 @@ def anneal_lfa(lowerer: Lowerer, start: Candidate, options: SearchOptions, buffe
 
 
 def with_prefetch(candidate: Candidate) -> Candidate:
-    """`candidate` with its greedy prefetching DLSA (prefetch_dlsa) if that is faster."""
+    """`candidate` with its greedy prefetching DLSA (prefetch_dlsa, in the faster of
+    release and deadline order) if that is faster."""
     program = candidate.program
-    prefetched = prefetch_dlsa(program, candidate.dlsa)
+    prefetched = fastest_order(program, prefetch_dlsa(program, candidate.dlsa))[0]
     ev = evaluate(program, prefetched, check=False)
     if ev.latency_cycles < candidate.evaluation.latency_cycles:
         return Candidate(candidate.lfa, program, prefetched, ev)

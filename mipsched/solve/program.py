@@ -19,7 +19,7 @@ from mipsched.core import (
     seconds_left,
     stop_on_ctrl_c,
 )
-from mipsched.dlsa_starts import prefetch_affordable, prefetch_dlsa
+from mipsched.dlsa_starts import fastest_order, prefetch_affordable, prefetch_dlsa
 from mipsched.errors import InputError
 from mipsched.evaluate import Evaluation, evaluate, latency
 from mipsched.formulations.bounds import program_bound
@@ -152,11 +152,13 @@ def _solve_program(program: TileProgram, method: str, seed: int, time_limit: flo
 
 def _start(program: TileProgram, origin: Dlsa, origin_ev: Evaluation,
            deadline: float) -> Dlsa:
-    """Where the search starts: `origin`, or its greedy prefetching variant when that is
-    faster and affordable in half the time left."""
+    """Where the search starts: `origin`, or its greedy prefetching variant (in the faster
+    of release and deadline order) when that is faster and affordable in half the time
+    left."""
     if prefetch_affordable(program, origin, (deadline + time.perf_counter()) / 2):
-        prefetched = prefetch_dlsa(program, origin)  # at most half the time left
-        if latency(program, prefetched) < origin_ev.latency_cycles:
+        # at most half the time left
+        prefetched, cycles = fastest_order(program, prefetch_dlsa(program, origin))
+        if cycles < origin_ev.latency_cycles:
             return prefetched
     return origin
 
