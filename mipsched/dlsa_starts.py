@@ -25,6 +25,7 @@ faster, so `fastest_order` keeps the faster.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Sequence
 
@@ -122,11 +123,17 @@ def release_order(program: TileProgram, living: list[tuple[int, int]],
 
 def deadline_order(program: TileProgram, living: Sequence[tuple[int, int]]) -> tuple[int, ...]:
     """The DRAM order of the living durations `living` served earliest-deadline-first (see
-    the module docstring), by replaying the timing rules: tiles run as soon as their
-    transfers are done, and whenever DRAM is free it takes, of the transfers whose
-    releasing tile has ended by then, the one with the earliest waiting tile; when none
-    has, the one released first. Never deadlocks: a tile's transfers are released by
-    earlier tiles, and a reload waits only for stores released before it."""
+    the module docstring and `_deadline_replay`)."""
+    return _deadline_replay(program, living)[0]
+
+
+def _deadline_replay(program: TileProgram, living: Sequence[tuple[int, int]]
+                     ) -> tuple[tuple[int, ...], int]:
+    """The deadline order of `living` and its latency (cycles), replaying the timing rules:
+    tiles run once their transfers are done; whenever DRAM is free it takes, of the
+    transfers whose releasing tile has ended, the one with the earliest waiting tile, else
+    the one released first. Never deadlocks: a tile's transfers are released by earlier
+    tiles, and a reload waits only for stores released before it."""
     release, need = release_and_need(program, living)
     n, count = program.n_tiles, len(release)
     cycles, access = program.tile_cycles, program.access_cycles
@@ -140,7 +147,7 @@ def deadline_order(program: TileProgram, living: Sequence[tuple[int, int]]) -> t
     startable: list[tuple[int, int, int]] = []  # and of (deadline, release cycle, id)
     next_release = next_tile = clock = dram_free = 0
 
-    def run_tiles_before(moment: int) -> None:
+    def run_tiles_before(moment: float) -> None:
         """Runs the tiles whose transfers are served that start before `moment`, then
         queues the transfers they release."""
         nonlocal next_tile, clock, next_release
@@ -178,7 +185,8 @@ def deadline_order(program: TileProgram, living: Sequence[tuple[int, int]]) -> t
             waits_for[load] -= 1
             if release[load] < next_tile:
                 queue(load)
-    return tuple(served)
+    run_tiles_before(math.inf)  # the tiles after the last transfer's waiting tile
+    return tuple(served), max(clock, dram_free)
 
 
 def _precedence(program: TileProgram, need: list[int]
@@ -200,9 +208,8 @@ def fastest_order(program: TileProgram, dlsa: Dlsa) -> tuple[Dlsa, int]:
     """`dlsa` or the same living durations in deadline order, whichever is faster, with
     its latency (cycles)."""
     own = latency(program, dlsa)
-    by_deadline = Dlsa(deadline_order(program, dlsa.living), dlsa.living)
-    other = latency(program, by_deadline)
-    return (by_deadline, other) if other < own else (dlsa, own)
+    order, other = _deadline_replay(program, dlsa.living)
+    return (Dlsa(order, dlsa.living), other) if other < own else (dlsa, own)
 
 
 def _reloaded_after(program: TileProgram) -> dict[int, int]:
