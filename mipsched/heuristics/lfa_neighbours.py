@@ -1,13 +1,15 @@
 """Every LFA one stage-1 operator away from a given one (lfa_moves enumerated instead of
 drawn, built by its helpers), for the local descent (local_descent).
 
-The neighbourhood, in the order it is listed: each FLG's tiling number doubled or
-halved, and where asked moved to the nearest tiling numbers that split the batch into
-each of its divisors (`batch_tilings`); each FLC deleted (the merged FLG inheriting
-either side's tiling number, a DRAM cut there going too); an FLC added at each uncut
-position (both halves keep the tiling number); a DRAM cut added at each FLC without
-one, or one deleted; each layer moved to each other valid place in the computing
-order. Cheap moves that often pay come first.
+The neighbourhood, in the order it is listed: where batch splits are asked for, each
+sparse end isolated (`sparse_ends.isolations`: a compound step, and on ResNet at batch
+16 the move that pays most); each FLG's tiling number doubled or halved, and where
+asked moved to the nearest tiling numbers that split the batch into each of its
+divisors (`batch_tilings`); each FLC deleted (the merged FLG inheriting either side's
+tiling number, a DRAM cut there going too); an FLC added at each uncut position (both
+halves keep the tiling number); a DRAM cut added at each FLC without one, or one
+deleted; each layer moved to each other valid place in the computing order. Cheap moves
+that often pay come first.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from collections.abc import Iterator, Sequence
 import networkx as nx
 
 from mipsched.heuristics.lfa_moves import moved, valid_places, with_flc, with_tiling, without_flc
+from mipsched.heuristics.sparse_ends import SparseEnd, isolations
 from mipsched.schedule.notation import Lfa
+from mipsched.workload.graph import Workload
 
 
 def tiling_neighbours(lfa: Lfa, flgs: Sequence[int] | None = None,
@@ -83,11 +87,15 @@ def order_neighbours(lfa: Lfa, graph: nx.DiGraph) -> Iterator[Lfa]:
 
 
 def neighbours(lfa: Lfa, graph: nx.DiGraph, flgs: Sequence[int] | None = None,
-               split_batch: int | None = None) -> list[Lfa]:
+               split_batch: int | None = None, ends: Sequence[SparseEnd] = (),
+               workload: Workload | None = None) -> list[Lfa]:
     """The whole neighbourhood of `lfa`, in the module's order (no LFA twice), the tiling
     moves of FLGs in the order `flgs` (default: first to last), batch splits of
-    `split_batch` samples included when given."""
-    found = dict.fromkeys((*tiling_neighbours(lfa, flgs, split_batch), *cut_neighbours(lfa),
-                           *order_neighbours(lfa, graph)))
+    `split_batch` samples and the isolations of the sparse `ends` of `workload`
+    included when it is given."""
+    isolated = () if split_batch is None or workload is None else (
+        candidate for end in ends for candidate in isolations(lfa, end, workload))
+    found = dict.fromkeys((*isolated, *tiling_neighbours(lfa, flgs, split_batch),
+                           *cut_neighbours(lfa), *order_neighbours(lfa, graph)))
     found.pop(lfa, None)
     return list(found)

@@ -14,7 +14,8 @@ batch 16, 25-30 FLGs at 35 ms per LFA) the FLGs whose tilings cost the most are
 otherwise reached only after the 3 s auto gives the descent.
 
 Batch splits (`lfa_neighbours.batch_tilings`: tiling numbers that are not powers of two)
-are tried only where `certified_over_powers_of_two` is false: on nets of at most
+and the isolations of sparse ends (`sparse_ends`, whose tilings are not either) are tried
+only where `certified_over_powers_of_two` is false: on nets of at most
 MAX_LAYERS layers the LFA relaxation and the exact search certify over power-of-two
 tilings, so a schedule off them could fall below a reported bound.
 
@@ -34,6 +35,7 @@ from mipsched.formulations.bounds import layer_compute_cycles
 from mipsched.formulations.lfa.relaxation import certified_over_powers_of_two
 from mipsched.heuristics.lfa_neighbours import neighbours
 from mipsched.heuristics.prefetch_anneal import prefetched, prefetched_cost
+from mipsched.heuristics.sparse_ends import SparseEnd, sparse_ends
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.tile_program import TileProgram
 
@@ -50,7 +52,9 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     graph = lowerer.workload.graph
     split = None if certified_over_powers_of_two(lowerer.workload) else lowerer.workload.batch
     least = _least_compute(lowerer)
-    around = neighbours(lfa, graph, by_excess(program, least), split)
+    ends = _sparse_ends(lowerer)
+    around = neighbours(lfa, graph, by_excess(program, least), split, ends,
+                            lowerer.workload)
     at = tried = 0
     while tried < len(around) and not options.should_stop(deadline, latency):
         candidate = around[at % len(around)]
@@ -63,7 +67,8 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
             lfa, (program, dlsa, latency), cost = candidate, found, new_cost
             if options.trail is not None:
                 options.trail.offer(latency, cost)
-            around = neighbours(lfa, graph, by_excess(program, least), split)
+            around = neighbours(lfa, graph, by_excess(program, least), split, ends,
+                            lowerer.workload)
             at, tried = at - 1, 0
     if lfa == start.lfa:
         return None
@@ -79,6 +84,12 @@ def _least_compute(lowerer: Lowerer) -> dict[str, Fraction]:
     lowerer: auto descends after every polishing pass (0.15 s on ResNet-50 at b16); the
     last lowerer stays referenced until the next one comes."""
     return layer_compute_cycles(lowerer.workload, lowerer.hw)
+
+
+@lru_cache(maxsize=1)
+def _sparse_ends(lowerer: Lowerer) -> tuple[SparseEnd, ...]:
+    """sparse_ends.sparse_ends of the lowerer's workload, once per lowerer."""
+    return sparse_ends(lowerer.workload)
 
 
 def by_excess(program: TileProgram, least: dict[str, Fraction]) -> list[int]:

@@ -1,0 +1,150 @@
+"""Sparse ends: LFA moves that let a schedule compute only the positions a strided reader
+needs, which no single stage-1 operator reaches.
+
+Some layers are needed only in part (`needed.py`): ResNet v1's last bottleneck of a
+stage [conv_x_y_b, conv_x_y_c, conv_x_y_res] is read only by the next stage's stride-2
+1x1 convolutions, at even rows and columns. A tile still computes the hull of what its
+FLG's tiles read, so fused in an FLG of one sample per tile such a chain computes its
+whole plane. In an FLG of its own with its readers, whose tiling number cuts the
+readers' plane into parts of a row (or a column) or two, each tile computes only the
+rows (or columns) read.
+
+ResNet-50 / edge / b16, from the schedule of 8,752,452 cycles (greedy prefetching DLSA)
+with its stage-3 end fused in one-sample tiles: the stage-3 end and its two readers moved
+together, [conv_3_3_b, conv_3_3_c, conv_3_3_res, conv_4_0_a, conv_4_br], as an FLG of 13
+tiles (all 16 samples, the 14 x 14 plane in 13 column parts) behind a DRAM cut computes
+in 8,583,760 cycles what took 8,728,912 and runs in 8,653,908. Reaching it takes a
+reorder (conv_4_br up to conv_4_0_a), two FLCs, a DRAM cut and a tiling number that is
+not a power of two, each worse alone; `isolations` makes the whole step at once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import networkx as nx
+
+from mipsched.formulations.needed import needed_masks
+from mipsched.schedule.notation import Lfa
+from mipsched.schedule.tiling import choose_grid
+from mipsched.workload.graph import Workload
+
+SPARSE_SHARE = 0.5
+"""A layer is part of a sparse end when every schedule needs at most this share of its
+output positions (ResNet's stage ends: a quarter)."""
+
+
+@dataclass(frozen=True)
+class SparseEnd:
+    """A connected run of partly needed layers and the layers that read it whole."""
+
+    chain: tuple[str, ...]
+    """The partly needed layers, in the workload's order."""
+    readers: tuple[str, ...]
+    """Their consumers outside the chain, in the workload's order."""
+    parts: tuple[int, ...]
+    """Numbers of parts, per sample group, of the readers' smallest plane to try: from
+    half its smaller side to that side (one or two rows or columns per reader tile)."""
+
+
+def sparse_ends(workload: Workload) -> tuple[SparseEnd, ...]:
+    """The workload's sparse ends, in the workload's order: connected sets of layers of
+    which every schedule needs at most SPARSE_SHARE of the positions, with their readers."""
+    masks = needed_masks(workload)
+    rank = {name: k for k, name in enumerate(workload.layers)}
+    sparse = {n for n, m in masks.items() if m.any() and m.sum() <= SPARSE_SHARE * m.size}
+    graph = workload.graph
+    ends = []
+    for part in nx.weakly_connected_components(graph.subgraph(sparse)):
+        readers = {s for n in part for s in graph.successors(n)} - part
+        if not readers:
+            continue
+        side = min(min(workload.layers[r].out.h, workload.layers[r].out.w) for r in readers)
+        ends.append(SparseEnd(tuple(sorted(part, key=rank.__getitem__)),
+                              tuple(sorted(readers, key=rank.__getitem__)),
+                              tuple(range(math.ceil(side / 2), side + 1))))
+    return tuple(sorted(ends, key=lambda e: rank[e.chain[0]]))
+
+
+def sparse_tilings(end: SparseEnd, workload: Workload) -> list[int]:
+    """Per part count p of `end`, the two least tiling numbers d x p (d dividing the
+    batch) for which choose_grid gives d batch parts (gcd(d p, batch) = d): as many
+    samples per tile as the part count allows, and half as many (ResNet-50 / edge / b16:
+    the stage-4 end runs best at 14 tiles, 8 samples in 7 row parts); kept where the
+    grid gives each reader tile at most two rows or two columns (a part count of 9 is
+    split 3 x 3). The descent's batch splits and doublings reach other sample counts."""
+    batch = workload.batch
+    block = (*end.chain, *end.readers)
+    side = min(min(workload.layers[r].out.h, workload.layers[r].out.w) for r in end.readers)
+    divisors = [d for d in range(1, batch + 1) if batch % d == 0]
+    found: set[int] = set()
+    for p in end.parts:
+        for t in [d * p for d in divisors if math.gcd(d * p, batch) == d][:2]:
+            grid = choose_grid(workload, block, t)
+            if math.ceil(side / max(grid.h_parts, grid.w_parts)) <= 2:
+                found.add(t)
+    return sorted(found)
+
+
+def isolations(lfa: Lfa, end: SparseEnd, workload: Workload) -> Iterator[Lfa]:
+    """`lfa` with `end`'s chain and readers made one FLG, at each of `sparse_tilings`, with
+    and without a DRAM cut on either side; nothing when no valid order keeps them
+    together. Every other layer keeps its FLG, its tiling number and its DRAM cuts."""
+    block = (*end.chain, *end.readers)
+    order = _with_block(lfa.order, block, workload.graph)
+    if order is None:
+        return
+    flg_of = {name: g for g, (lo, hi) in enumerate(lfa.flg_bounds()) for name in
+              lfa.order[lo:hi]}
+    start = order.index(block[0])
+    stop = start + len(block)
+    flc, tiling, kept = _around(lfa, order, flg_of, start, stop)
+    at = flc.index(start) if start in flc else None
+    for t in sparse_tilings(end, workload):
+        new_tiling = list(tiling)
+        new_tiling[0 if at is None else at + 1] = t
+        for before in (False, True):
+            for after in (False, True):
+                cuts = kept | ({start} if before and start > 0 else set()) | (
+                    {stop} if after and stop < len(order) else set())
+                yield Lfa(order, tuple(flc), tuple(new_tiling), tuple(sorted(cuts)))
+
+
+def _with_block(order: tuple[str, ...], block: tuple[str, ...], graph: nx.DiGraph
+                ) -> tuple[str, ...] | None:
+    """`order` with `block` moved together, right after the last layer outside it that
+    any of its layers reads; None when that breaks a dependency."""
+    members = set(block)
+    rest = [n for n in order if n not in members]
+    index = {n: k for k, n in enumerate(rest)}
+    feeds = [index[p] for n in block for p in graph.predecessors(n) if p not in members]
+    place = max(feeds, default=-1) + 1
+    new = (*rest[:place], *block, *rest[place:])
+    position = {n: k for k, n in enumerate(new)}
+    if any(position[u] >= position[v] for u, v in graph.edges):
+        return None
+    return new
+
+
+def _around(lfa: Lfa, order: tuple[str, ...], flg_of: dict[str, int], start: int,
+            stop: int) -> tuple[list[int], list[int], set[int]]:
+    """FLCs, tiling numbers (the block's a placeholder) and kept DRAM cuts of `order`
+    with positions [start, stop) one FLG and every other layer in its old FLG."""
+    old_dram = {g for g, (lo, _) in enumerate(lfa.flg_bounds()) if lo in lfa.dram_cuts}
+    flc: list[int] = []
+    tiling: list[int] = []
+    kept: set[int] = set()
+    previous: int | None = None
+    for k, name in enumerate(order):
+        group = -1 if start <= k < stop else flg_of[name]
+        if k == 0:
+            tiling.append(lfa.tiling[group] if group >= 0 else 0)
+        elif group != previous:
+            flc.append(k)
+            tiling.append(lfa.tiling[group] if group >= 0 else 0)
+            if group >= 0 and previous is not None and previous >= 0 and group in old_dram:
+                kept.add(k)
+        previous = group
+    return flc, tiling, kept

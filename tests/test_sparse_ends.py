@@ -1,0 +1,126 @@
+"""Sparse ends and their isolations (heuristics/sparse_ends.py, a move of the local
+descent): ResNet's stage ends are found with their strided readers and nothing is found
+where every position is needed; every isolation is a valid LFA that keeps every other
+layer's FLG, and the isolated stage end computes far less than fused in one-sample tiles;
+auto's resumed descent returns a replayable local optimum."""
+
+from __future__ import annotations
+
+import math
+
+from mipsched.core import SearchOptions
+from mipsched.heuristics.baseline import unfused_baseline
+from mipsched.heuristics.lfa_neighbours import neighbours
+from mipsched.heuristics.sparse_ends import isolations, sparse_ends, sparse_tilings
+from mipsched.hw import load_hardware
+from mipsched.schedule.lowering import Lowerer
+from mipsched.schedule.notation import Lfa
+from mipsched.schedule.tiling import choose_grid
+from mipsched.sim import simulate
+from mipsched.solve.methods import _resumed_descent
+from mipsched.workload.zoo import get
+
+EDGE = load_hardware("edge")
+
+
+def test_resnet50_has_three_sparse_ends_with_their_stride_two_readers() -> None:
+    """Each stage's last bottleneck (3x3, 1x1, add) is needed at a quarter of its
+    positions and read by the next stage's two stride-2 1x1 convolutions."""
+    ends = sparse_ends(get("resnet50"))
+    assert [e.chain for e in ends] == [
+        (f"conv_{s}_{b}_b", f"conv_{s}_{b}_c", f"conv_{s}_{b}_res")
+        for s, b in ((2, 2), (3, 3), (4, 5))]
+    assert [set(e.readers) for e in ends] == [
+        {f"conv_{s}_0_a", f"conv_{s}_br"} for s in (3, 4, 5)]
+    assert [(e.parts[0], e.parts[-1]) for e in ends] == [(14, 28), (7, 14), (4, 7)]
+
+
+def test_nets_that_need_every_position_have_no_sparse_end() -> None:
+    for net in ("vgg19", "gpt2_small_prefill", "inception_resnet_v1"):
+        assert sparse_ends(get(net)) == ()
+
+
+def test_sparse_tilings_cut_the_readers_plane_into_a_row_or_two() -> None:
+    """Every tiling number gives the batch parts choose_grid's rule says and at most two
+    rows or two columns of the readers' plane per tile, for at most two sample counts
+    per part count."""
+    workload = get("resnet50", 16)
+    for end in sparse_ends(workload):
+        block = (*end.chain, *end.readers)
+        side = workload.layers[end.readers[0]].out.h
+        tilings = sparse_tilings(end, workload)
+        assert len(tilings) <= 2 * len(end.parts)
+        for t in tilings:
+            grid = choose_grid(workload, block, t)
+            assert grid.batch_parts == math.gcd(t, 16)
+            assert math.ceil(side / max(grid.h_parts, grid.w_parts)) <= 2
+
+
+def _fused_per_sample(workload_batch: int) -> tuple[Lowerer, Lfa]:
+    """ResNet-50 in two FLGs, the first up to the end of stage 3 in one-sample tiles."""
+    workload = get("resnet50", workload_batch)
+    order = tuple(workload.layers)
+    cut = order.index("conv_4_0_a") + 1
+    lfa = Lfa(order, (cut,), (workload_batch, 1), (cut,))
+    return Lowerer(workload, EDGE), lfa
+
+
+def test_isolations_are_valid_and_keep_every_other_layers_flg() -> None:
+    lowerer, lfa = _fused_per_sample(16)
+    workload = lowerer.workload
+    end = sparse_ends(workload)[1]
+    block = set(end.chain) | set(end.readers)
+    old = {n: g for g, (lo, hi) in enumerate(lfa.flg_bounds()) for n in lfa.order[lo:hi]}
+    found = list(isolations(lfa, end, workload))
+    assert len(found) == 4 * len(sparse_tilings(end, workload))
+    for new in found:
+        lowerer.lower(new, check=True)
+        groups = [set(new.order[lo:hi]) for lo, hi in new.flg_bounds()]
+        assert block in groups
+        k = groups.index(block)
+        assert new.tiling[k] in sparse_tilings(end, workload)
+        for group in groups[:k] + groups[k + 1:]:
+            assert len({old[n] for n in group}) == 1
+    assert {(new.order.index(end.chain[0]) in new.dram_cuts,
+             new.order.index(end.chain[0]) + len(block) in new.dram_cuts)
+            for new in found} == {(False, False), (False, True), (True, False), (True, True)}
+
+
+def test_the_isolated_stage_end_computes_far_less_than_fused_per_sample() -> None:
+    """Stage 3's end fused in one-sample tiles computes its whole 28 x 28 plane; isolated
+    at any of its sparse tilings its tiles compute at most 75 % of those cycles (13 tiles:
+    16 samples, 13 column parts, about 54 %)."""
+    lowerer, lfa = _fused_per_sample(16)
+    end = sparse_ends(lowerer.workload)[1]
+
+    def chain_cycles(candidate: Lfa) -> int:
+        program = lowerer.lower(candidate, check=False)
+        return sum(t.compute_cycles for t in program.tiles if t.layer in end.chain)
+
+    fused = chain_cycles(lfa)
+    for new in isolations(lfa, end, lowerer.workload):
+        assert chain_cycles(new) <= 0.75 * fused
+
+
+def test_isolations_are_in_the_neighbourhood_only_with_batch_splits() -> None:
+    lowerer, lfa = _fused_per_sample(16)
+    ends = sparse_ends(lowerer.workload)
+    graph = lowerer.workload.graph
+    isolated = set(isolations(lfa, ends[1], lowerer.workload))
+    assert isolated <= set(neighbours(lfa, graph, split_batch=16, ends=ends,
+                                      workload=lowerer.workload))
+    assert not isolated & set(neighbours(lfa, graph, ends=ends, workload=lowerer.workload))
+
+
+def test_the_resumed_descent_returns_a_replayable_better_lfa() -> None:
+    """From the unfused schedule of a residual block, auto's resumed descent (no
+    deadline: never cut) ends at another LFA, faster than the start, that the simulator
+    replays."""
+    lowerer = Lowerer(get("resblock"), EDGE)
+    start = unfused_baseline(lowerer).best
+    found, cut = _resumed_descent(lowerer, start, SearchOptions(), None)
+    assert found is not None and not cut
+    assert found.lfa != start.lfa
+    assert found.evaluation.latency_cycles < start.evaluation.latency_cycles
+    assert simulate(found.program, found.dlsa).latency_cycles == \
+        found.evaluation.latency_cycles
