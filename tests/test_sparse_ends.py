@@ -11,7 +11,7 @@ import math
 from mipsched.core import SearchOptions
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.lfa_neighbours import neighbours
-from mipsched.heuristics.sparse_ends import isolations, sparse_ends, sparse_tilings
+from mipsched.heuristics.sparse_ends import isolations, sparse_ends
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa
@@ -48,7 +48,7 @@ def test_sparse_tilings_cut_the_readers_plane_into_a_row_or_two() -> None:
     for end in sparse_ends(workload):
         block = (*end.chain, *end.readers)
         side = workload.layers[end.readers[0]].out.h
-        tilings = sparse_tilings(end, workload)
+        tilings = end.tilings
         assert len(tilings) <= 2 * len(end.parts)
         for t in tilings:
             grid = choose_grid(workload, block, t)
@@ -71,14 +71,14 @@ def test_isolations_are_valid_and_keep_every_other_layers_flg() -> None:
     end = sparse_ends(workload)[1]
     block = set(end.chain) | set(end.readers)
     old = {n: g for g, (lo, hi) in enumerate(lfa.flg_bounds()) for n in lfa.order[lo:hi]}
-    found = list(isolations(lfa, end, workload))
-    assert len(found) == 4 * len(sparse_tilings(end, workload))
+    found = list(isolations(lfa, end, workload.graph))
+    assert len(found) == 4 * len(end.tilings)
     for new in found:
         lowerer.lower(new, check=True)
         groups = [set(new.order[lo:hi]) for lo, hi in new.flg_bounds()]
         assert block in groups
         k = groups.index(block)
-        assert new.tiling[k] in sparse_tilings(end, workload)
+        assert new.tiling[k] in end.tilings
         for group in groups[:k] + groups[k + 1:]:
             assert len({old[n] for n in group}) == 1
     assert {(new.order.index(end.chain[0]) in new.dram_cuts,
@@ -98,7 +98,7 @@ def test_the_isolated_stage_end_computes_far_less_than_fused_per_sample() -> Non
         return sum(t.compute_cycles for t in program.tiles if t.layer in end.chain)
 
     fused = chain_cycles(lfa)
-    for new in isolations(lfa, end, lowerer.workload):
+    for new in isolations(lfa, end, lowerer.workload.graph):
         assert chain_cycles(new) <= 0.75 * fused
 
 
@@ -106,10 +106,9 @@ def test_isolations_are_in_the_neighbourhood_only_with_batch_splits() -> None:
     lowerer, lfa = _fused_per_sample(16)
     ends = sparse_ends(lowerer.workload)
     graph = lowerer.workload.graph
-    isolated = set(isolations(lfa, ends[1], lowerer.workload))
-    assert isolated <= set(neighbours(lfa, graph, split_batch=16, ends=ends,
-                                      workload=lowerer.workload))
-    assert not isolated & set(neighbours(lfa, graph, ends=ends, workload=lowerer.workload))
+    isolated = set(isolations(lfa, ends[1], graph))
+    assert isolated <= set(neighbours(lfa, graph, split_batch=16, ends=ends))
+    assert not isolated & set(neighbours(lfa, graph, ends=ends))
 
 
 def test_the_resumed_descent_returns_a_replayable_better_lfa() -> None:

@@ -22,7 +22,6 @@ import networkx as nx
 from mipsched.heuristics.lfa_moves import moved, valid_places, with_flc, with_tiling, without_flc
 from mipsched.heuristics.sparse_ends import SparseEnd, isolations
 from mipsched.schedule.notation import Lfa
-from mipsched.workload.graph import Workload
 
 
 def tiling_neighbours(lfa: Lfa, flgs: Sequence[int] | None = None,
@@ -87,14 +86,13 @@ def order_neighbours(lfa: Lfa, graph: nx.DiGraph) -> Iterator[Lfa]:
 
 
 def neighbours(lfa: Lfa, graph: nx.DiGraph, flgs: Sequence[int] | None = None,
-               split_batch: int | None = None, ends: Sequence[SparseEnd] = (),
-               workload: Workload | None = None) -> list[Lfa]:
+               split_batch: int | None = None, ends: Sequence[SparseEnd] = ()) -> list[Lfa]:
     """The whole neighbourhood of `lfa`, in the module's order (no LFA twice), the tiling
     moves of FLGs in the order `flgs` (default: first to last), batch splits of
-    `split_batch` samples and the isolations of the sparse `ends` of `workload`
-    included when it is given."""
-    isolated = () if split_batch is None or workload is None else (
-        candidate for end in ends for candidate in isolations(lfa, end, workload))
+    `split_batch` samples and the isolations of the sparse `ends` included when it is
+    given."""
+    isolated = () if split_batch is None else (
+        candidate for end in ends for candidate in isolations(lfa, end, graph))
     found = dict.fromkeys((*isolated, *tiling_neighbours(lfa, flgs, split_batch),
                            *cut_neighbours(lfa), *order_neighbours(lfa, graph)))
     found.pop(lfa, None)

@@ -53,8 +53,7 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     split = None if certified_over_powers_of_two(lowerer.workload) else lowerer.workload.batch
     least = _least_compute(lowerer)
     ends = _sparse_ends(lowerer)
-    around = neighbours(lfa, graph, by_excess(program, least), split, ends,
-                            lowerer.workload)
+    around = neighbours(lfa, graph, by_excess(program, least), split, ends)
     at = tried = 0
     while tried < len(around) and not options.should_stop(deadline, latency):
         candidate = around[at % len(around)]
@@ -67,8 +66,7 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
             lfa, (program, dlsa, latency), cost = candidate, found, new_cost
             if options.trail is not None:
                 options.trail.offer(latency, cost)
-            around = neighbours(lfa, graph, by_excess(program, least), split, ends,
-                            lowerer.workload)
+            around = neighbours(lfa, graph, by_excess(program, least), split, ends)
             at, tried = at - 1, 0
     if lfa == start.lfa:
         return None

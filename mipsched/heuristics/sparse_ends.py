@@ -47,6 +47,8 @@ class SparseEnd:
     parts: tuple[int, ...]
     """Numbers of parts, per sample group, of the readers' smallest plane to try: from
     half its smaller side to that side (one or two rows or columns per reader tile)."""
+    tilings: tuple[int, ...]
+    """The tiling numbers an isolation tries (`sparse_tilings`)."""
 
 
 def sparse_ends(workload: Workload) -> tuple[SparseEnd, ...]:
@@ -58,58 +60,57 @@ def sparse_ends(workload: Workload) -> tuple[SparseEnd, ...]:
     graph = workload.graph
     ends = []
     for part in nx.weakly_connected_components(graph.subgraph(sparse)):
-        readers = {s for n in part for s in graph.successors(n)} - part
+        readers = tuple(sorted({s for n in part for s in graph.successors(n)} - part,
+                               key=rank.__getitem__))
         if not readers:
             continue
+        chain = tuple(sorted(part, key=rank.__getitem__))
         side = min(min(workload.layers[r].out.h, workload.layers[r].out.w) for r in readers)
-        ends.append(SparseEnd(tuple(sorted(part, key=rank.__getitem__)),
-                              tuple(sorted(readers, key=rank.__getitem__)),
-                              tuple(range(math.ceil(side / 2), side + 1))))
+        parts = tuple(range(math.ceil(side / 2), side + 1))
+        tilings = sparse_tilings(workload, (*chain, *readers), parts, side)
+        ends.append(SparseEnd(chain, readers, parts, tilings))
     return tuple(sorted(ends, key=lambda e: rank[e.chain[0]]))
 
 
-def sparse_tilings(end: SparseEnd, workload: Workload) -> list[int]:
-    """Per part count p of `end`, the two least tiling numbers d x p (d dividing the
+def sparse_tilings(workload: Workload, block: tuple[str, ...], parts: tuple[int, ...],
+                   side: int) -> tuple[int, ...]:
+    """Per part count p in `parts`, the two least tiling numbers d x p (d dividing the
     batch) for which choose_grid gives d batch parts (gcd(d p, batch) = d): as many
     samples per tile as the part count allows, and half as many (ResNet-50 / edge / b16:
     the stage-4 end runs best at 14 tiles, 8 samples in 7 row parts); kept where the
-    grid gives each reader tile at most two rows or two columns (a part count of 9 is
-    split 3 x 3). The descent's batch splits and doublings reach other sample counts."""
+    grid of FLG `block` gives each tile at most two rows or two columns of a plane whose
+    smaller side is `side` (a part count of 9 is split 3 x 3). The descent's batch
+    splits and doublings reach other sample counts."""
     batch = workload.batch
-    block = (*end.chain, *end.readers)
-    side = min(min(workload.layers[r].out.h, workload.layers[r].out.w) for r in end.readers)
     divisors = [d for d in range(1, batch + 1) if batch % d == 0]
     found: set[int] = set()
-    for p in end.parts:
+    for p in parts:
         for t in [d * p for d in divisors if math.gcd(d * p, batch) == d][:2]:
             grid = choose_grid(workload, block, t)
             if math.ceil(side / max(grid.h_parts, grid.w_parts)) <= 2:
                 found.add(t)
-    return sorted(found)
+    return tuple(sorted(found))
 
 
-def isolations(lfa: Lfa, end: SparseEnd, workload: Workload) -> Iterator[Lfa]:
-    """`lfa` with `end`'s chain and readers made one FLG, at each of `sparse_tilings`, with
-    and without a DRAM cut on either side; nothing when no valid order keeps them
-    together. Every other layer keeps its FLG, its tiling number and its DRAM cuts."""
+def isolations(lfa: Lfa, end: SparseEnd, graph: nx.DiGraph) -> Iterator[Lfa]:
+    """`lfa` with `end`'s chain and readers made one FLG, at each of its tilings, with and
+    without a DRAM cut on either side; nothing when no valid order keeps them together.
+    Every other layer keeps its FLG, its tiling number and its DRAM cuts."""
     block = (*end.chain, *end.readers)
-    order = _with_block(lfa.order, block, workload.graph)
+    order = _with_block(lfa.order, block, graph)
     if order is None:
         return
-    flg_of = {name: g for g, (lo, hi) in enumerate(lfa.flg_bounds()) for name in
-              lfa.order[lo:hi]}
     start = order.index(block[0])
     stop = start + len(block)
-    flc, tiling, kept = _around(lfa, order, flg_of, start, stop)
-    at = flc.index(start) if start in flc else None
-    for t in sparse_tilings(end, workload):
-        new_tiling = list(tiling)
-        new_tiling[0 if at is None else at + 1] = t
+    flc, tiling, kept = _around(lfa, order, start, stop)
+    at = flc.index(start) + 1 if start > 0 else 0  # the block's FLG
+    for t in end.tilings:
+        new_tiling = (*tiling[:at], t, *tiling[at + 1:])
         for before in (False, True):
             for after in (False, True):
                 cuts = kept | ({start} if before and start > 0 else set()) | (
                     {stop} if after and stop < len(order) else set())
-                yield Lfa(order, tuple(flc), tuple(new_tiling), tuple(sorted(cuts)))
+                yield Lfa(order, tuple(flc), new_tiling, tuple(sorted(cuts)))
 
 
 def _with_block(order: tuple[str, ...], block: tuple[str, ...], graph: nx.DiGraph
@@ -128,23 +129,25 @@ def _with_block(order: tuple[str, ...], block: tuple[str, ...], graph: nx.DiGrap
     return new
 
 
-def _around(lfa: Lfa, order: tuple[str, ...], flg_of: dict[str, int], start: int,
-            stop: int) -> tuple[list[int], list[int], set[int]]:
-    """FLCs, tiling numbers (the block's a placeholder) and kept DRAM cuts of `order`
+def _around(lfa: Lfa, order: tuple[str, ...], start: int, stop: int
+            ) -> tuple[list[int], list[int], set[int]]:
+    """FLCs, tiling numbers (the block's a placeholder 0) and kept DRAM cuts of `order`
     with positions [start, stop) one FLG and every other layer in its old FLG."""
-    old_dram = {g for g, (lo, _) in enumerate(lfa.flg_bounds()) if lo in lfa.dram_cuts}
+    bounds = lfa.flg_bounds()
+    flg_of = {name: g for g, (lo, hi) in enumerate(bounds) for name in lfa.order[lo:hi]}
+    after_dram = {g for g, (lo, _) in enumerate(bounds) if lo in lfa.dram_cuts}
     flc: list[int] = []
     tiling: list[int] = []
     kept: set[int] = set()
-    previous: int | None = None
+    previous = -2  # no FLG yet (-1: the block)
     for k, name in enumerate(order):
         group = -1 if start <= k < stop else flg_of[name]
-        if k == 0:
-            tiling.append(lfa.tiling[group] if group >= 0 else 0)
-        elif group != previous:
+        if group == previous:
+            continue
+        if k > 0:
             flc.append(k)
-            tiling.append(lfa.tiling[group] if group >= 0 else 0)
-            if group >= 0 and previous is not None and previous >= 0 and group in old_dram:
+            if group >= 0 and previous >= 0 and group in after_dram:
                 kept.add(k)
+        tiling.append(lfa.tiling[group] if group >= 0 else 0)
         previous = group
     return flc, tiling, kept
