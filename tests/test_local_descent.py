@@ -14,7 +14,8 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mipsched.core import OBJECTIVES, SearchOptions
+from mipsched.core import OBJECTIVES, Candidate, SearchOptions
+from mipsched.evaluate import evaluate
 from mipsched.heuristics import local_descent
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.lfa_neighbours import batch_tilings, neighbours
@@ -25,6 +26,7 @@ from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa
 from mipsched.sim import simulate
 from mipsched.solve.bounds import run_bound
+from mipsched.solve.methods import _descend_starts, _descent_step
 from mipsched.workload.graph import NetBuilder
 from mipsched.workload.zoo import get
 from mipsched.workload.zoo.random_dags import random_dag
@@ -185,3 +187,29 @@ def test_descent_alone_reaches_the_bound_on_gpt2_decode() -> None:
     assert found is not None
     bound = run_bound(workload, EDGE, 10.0).cycles
     assert bound <= found.evaluation.latency_cycles <= 1.0005 * bound
+
+
+def _prefetched_candidate(lowerer: Lowerer, lfa: Lfa) -> Candidate:
+    found = prefetched(lowerer, lfa)
+    assert found is not None
+    program, dlsa, _ = found
+    return Candidate(lfa, program, dlsa, evaluate(program, dlsa, check=False))
+
+
+def test_auto_keeps_the_best_local_optimum_of_its_starts() -> None:
+    """A residual block at batch 4: the descent from the unfused schedule at 2 tiles ends
+    in another local optimum than the one from the fused schedule at 8 tiles, which is
+    faster; descending from both (first the unfused) returns the faster, replayable."""
+    lowerer = Lowerer(get("resblock", 4), EDGE)
+    order = tuple(lowerer.workload.layers)
+    cuts = tuple(range(1, len(order)))
+    unfused = _prefetched_candidate(lowerer, Lfa(order, cuts, (2,) * len(order), cuts))
+    fused = _prefetched_candidate(lowerer, Lfa(order, (), (8,), ()))
+    options = SearchOptions(objective=OBJECTIVES["latency"])
+    alone = [_descent_step(lowerer, c, options, None)[0].evaluation.latency_cycles
+             for c in (unfused, fused)]
+    assert alone[1] < alone[0]
+    best, cut = _descend_starts(lowerer, [unfused, fused], options, None)
+    assert not cut
+    assert best.evaluation.latency_cycles == min(alone)
+    assert simulate(best.program, best.dlsa).latency_cycles == best.evaluation.latency_cycles

@@ -11,7 +11,8 @@ import math
 from mipsched.core import SearchOptions
 from mipsched.heuristics.baseline import unfused_baseline
 from mipsched.heuristics.lfa_neighbours import neighbours
-from mipsched.heuristics.sparse_ends import isolations, sparse_ends
+from mipsched.heuristics.prefetch_anneal import prefetched
+from mipsched.heuristics.sparse_ends import isolations, merged_before, sparse_ends
 from mipsched.hw import load_hardware
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa
@@ -84,6 +85,48 @@ def test_isolations_are_valid_and_keep_every_other_layers_flg() -> None:
     assert {(new.order.index(end.chain[0]) in new.dram_cuts,
              new.order.index(end.chain[0]) + len(block) in new.dram_cuts)
             for new in found} == {(False, False), (False, True), (True, False), (True, True)}
+
+
+def _stage_three_behind_a_cut() -> tuple[Lowerer, Lfa, int]:
+    """A local optimum of the descent on ResNet-50 / edge / b16 (8,783,044 cycles, greedy
+    prefetching DLSA): one-sample tiles up to stage 3's last-but-one block, then, behind
+    a DRAM cut, two-sample tiles up to the end of stage 3 and its readers, then five
+    more FLGs; and where the second FLG starts."""
+    workload = get("resnet50", 16)
+    order = list(workload.layers)
+    for stage, after in ((2, 1), (3, 0), (4, 0), (5, 1)):  # each shortcut's place
+        order.remove(f"conv_{stage}_br")
+        order.insert(order.index(f"conv_{stage}_0_a") + after, f"conv_{stage}_br")
+    first = order.index("conv_3_2_a")
+    assert first == 24 and order[33] == "conv_4_0_a"
+    lfa = Lfa(tuple(order), (24, 34, 46, 54, 59, 60), (16, 8, 8, 8, 14, 2, 1),
+              (24, 34, 46, 54))
+    return Lowerer(workload, EDGE), lfa, first
+
+
+def test_isolations_also_join_the_layers_left_before_the_end_to_the_flg_before() -> None:
+    """Isolating stage 3's end from the middle FLG leaves [conv_3_2_a, conv_3_3_a] as an
+    FLG of its own; each isolation comes with its merged_before variant, where those
+    layers join the first FLG at its 16 tiles and the DRAM cut between them is gone.
+    Here that saves the stores and loads of stage 3's residual: the best merged variant
+    is faster (greedy prefetching DLSA) than every plain isolation."""
+    lowerer, lfa, first = _stage_three_behind_a_cut()
+    end = sparse_ends(lowerer.workload)[1]
+    found = list(isolations(lfa, end, lowerer.workload.graph))
+    assert len(found) == 8 * len(end.tilings)
+    plain, merged = found[0::2], found[1::2]
+    for isolated, joined in zip(plain, merged, strict=True):
+        assert joined == merged_before(isolated, 2)
+        lowerer.lower(joined, check=True)
+        assert first not in joined.flc and first not in joined.dram_cuts
+        start = joined.order.index(end.chain[0])
+        assert joined.flg_bounds()[0] == (0, start) and joined.tiling[0] == 16
+        assert len(joined.flc) == len(isolated.flc) - 1
+
+    def fastest(candidates: list[Lfa]) -> int:
+        return min(f[2] for f in map(lambda c: prefetched(lowerer, c), candidates) if f)
+
+    assert fastest(merged) < fastest(plain)
 
 
 def test_the_isolated_stage_end_computes_far_less_than_fused_per_sample() -> None:
