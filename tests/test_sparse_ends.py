@@ -124,7 +124,7 @@ def test_isolations_also_join_the_layers_left_before_the_end_to_the_flg_before()
         assert len(joined.flc) == len(isolated.flc) - 1
 
     def fastest(candidates: list[Lfa]) -> int:
-        return min(f[2] for f in map(lambda c: prefetched(lowerer, c), candidates) if f)
+        return min(f[2] for c in candidates if (f := prefetched(lowerer, c)))
 
     assert fastest(merged) < fastest(plain)
 

@@ -240,7 +240,8 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
     early = None if deadline is None else deadline - DLSA_RESERVE_SHARE * _left(deadline)
     until = None if early is None else time.perf_counter() + _left(early, PREFETCH_SHARE)
     start = _prefetch_step(lowerer, first_start, options, until, options.seed) or first_start
-    others = [c for c in (sa.best, options.start) if c is not None and c is not first_start]
+    others = [c for c in (sa.best, options.start)
+              if c is not None and c.lfa not in (first_start.lfa, start.lfa)]
     start, cut = _descend_starts(lowerer, [start, *others], options, early)
     first = _dlsa_step(start, options, _left(deadline, FIRST_DLSA_SHARE), models)
     lfa_limit = (MODEL_SECONDS if deadline is None or options.time_limit is None
