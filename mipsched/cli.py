@@ -61,6 +61,7 @@ from mipsched.report.tables import (
     energy_table,
     figures_table,
     presets_table,
+    solve_summary,
     stalls_table,
     tiled_presets_table,
     zoo_table,
@@ -215,8 +216,7 @@ def solve_cmd(net: Net, hw: Hw = "edge", batch: Batch = 1,
         if as_json:
             _emit_json(result)
         else:
-            console.print(figures_table(
-                f"{workload.name} on {hardware.name}, batch {batch} — {chosen}", result))
+            console.print(solve_summary(result, outcome.gap_split, hardware.name, chosen))
             console.print(f"wrote {out_dir}/")
         if outcome.candidate is None:
             print(f"mipsched: no schedule: {outcome.reason}", file=sys.stderr)

@@ -54,6 +54,7 @@ bound, so their product is at least the product of the bounds.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -83,6 +84,9 @@ class LatencyBound:
     cycles: int
     binding: str
     bounds: tuple[Bound, ...]
+    compute_by_layer: Mapping[str, Fraction] | None = None
+    """Per layer, the cycles the compute bound charges it (their sum, rounded up, is
+    the compute bound; solve.gap_split); None when not kept."""
 
     @property
     def components(self) -> dict[str, int]:
@@ -104,15 +108,19 @@ def proven_cycles(name: str, cycles: float, derivation: str) -> Bound | None:
     return Bound(name, math.ceil(cycles * (1 - 1e-6)), derivation)
 
 
-def strongest(bounds: list[Bound]) -> LatencyBound:
-    """The largest of several latency bounds (cycles; all valid, so their max is too)."""
+def strongest(bounds: list[Bound],
+              compute_by_layer: Mapping[str, Fraction] | None = None) -> LatencyBound:
+    """The largest of several latency bounds (cycles; all valid, so their max is too),
+    with the compute bound's per-layer charges when given."""
     best = max(bounds, key=lambda b: b.value)
-    return LatencyBound(int(best.value), best.name, tuple(bounds))
+    return LatencyBound(int(best.value), best.name, tuple(bounds), compute_by_layer)
 
 
 def network_latency_bound(workload: Workload, hw: Hardware) -> LatencyBound:
     """max(compute, compulsory DRAM) (cycles): the bounds that need no model."""
-    return strongest([compute_bound(workload, hw), compulsory_dram_bound(workload, hw)])
+    per_layer = layer_compute_cycles(workload, hw)
+    return strongest([compute_bound(workload, hw, per_layer=per_layer),
+                      compulsory_dram_bound(workload, hw)], per_layer)
 
 
 def compute_bound(workload: Workload, hw: Hardware,

@@ -112,6 +112,7 @@ def certificate_json(outcome: SolveOutcome, workload: Workload, hw: Hardware) ->
         "lower_bound": bounds_json(outcome.bound, workload, hw),
         "gap": None if ev is None else
         (ev.latency_cycles - outcome.bound.cycles) / ev.latency_cycles,
+        "gap_split": None if outcome.gap_split is None else outcome.gap_split.to_json(),
         "status": outcome.status,
         "reason": outcome.reason,
         "gap_target": outcome.gap_target,

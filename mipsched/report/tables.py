@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
+from rich.console import Group
 from rich.table import Table
 
 from mipsched.hw.model import Hardware
@@ -13,6 +14,7 @@ from mipsched.hw.tiled import TiledHardware
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.sim import SimResult
 from mipsched.solve import BoundReport
+from mipsched.solve.gap_split import GapSplit
 
 #: Units of the bounds that are not in cycles.
 BOUND_UNITS = {"energy": "pJ", "lfa_energy": "pJ", "edp": "pJ x cycles"}
@@ -33,6 +35,39 @@ def figures_table(title: str, rows: dict[str, Any]) -> Table:
         else:
             text = str(value)
         table.add_row(key, text)
+    return table
+
+
+def solve_summary(rows: dict[str, Any], split: GapSplit | None, hardware: str,
+                  method: str) -> Group:
+    """`solve`'s result object (outcome_json) as a table, then where the latency lies
+    above the compute bound."""
+    title = f"{rows['network']} on {hardware}, batch {rows['batch']} — {method}"
+    return Group(figures_table(title, rows), *([gap_split_table(split)] if split else []))
+
+
+def gap_split_table(split: GapSplit) -> Table:
+    """A GapSplit as a table: the compute above the bound's charges, by layer, then the
+    stalls, by wait (cycles)."""
+    above = split.latency_cycles - split.compute_bound_cycles
+    table = Table(title=f"where the {above:,} cycles above the compute bound "
+                        f"({split.compute_bound_cycles:,}) go", show_header=False)
+    for col in ("where", "cycles", "detail"):
+        table.add_column(col, justify="right" if col == "cycles" else "left")
+    proven = split.bound_cycles - split.compute_bound_cycles
+    if proven > 0:
+        table.add_row(f"proven by {split.binding}", f"{proven:,}",
+                      f"left on the table: {split.latency_cycles - split.bound_cycles:,}")
+    table.add_row("computing above charge", f"{split.compute_above_cycles:,}",
+                  "per layer: computed - least needed")
+    for x in split.layers:
+        table.add_row(f"  {x.layer}", f"{x.excess:,}",
+                      f"{x.computed:,} - {float(x.charged):,.0f}")
+    table.add_row("stalled on DRAM", f"{split.stall_cycles:,}", "no tile computing")
+    for w in split.waits:
+        table.add_row(f"  {w.layer} tile {w.tile}", f"{w.cycles:,}", w.transfer)
+    if split.tail_cycles:
+        table.add_row("  after the last tile", f"{split.tail_cycles:,}", "the last stores")
     return table
 
 

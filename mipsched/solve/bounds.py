@@ -61,7 +61,7 @@ def raised(bound: LatencyBound, proven: Sequence[Bound]) -> LatencyBound:
     """The network's latency `bound` (cycles; formulations.bounds.network_latency_bound)
     with the latency bounds a method proved added (e.g. the exact search's); `bound`
     itself when there are none."""
-    return strongest([*bound.bounds, *proven]) if proven else bound
+    return strongest([*bound.bounds, *proven], bound.compute_by_layer) if proven else bound
 
 
 def run_bound(workload: Workload, hw: Hardware, seconds: float | None) -> LatencyBound:
@@ -88,7 +88,7 @@ def run_bound(workload: Workload, hw: Hardware, seconds: float | None) -> Latenc
     bounds = [*closed.bounds, *([capacity] if capacity is not None else [])]
     order = weight_order_bound(workload, hw, left(), floor=strongest(bounds).cycles,
                                compute_cycles=per_layer)
-    return strongest([*bounds, *([order] if order is not None else [])])
+    return strongest([*bounds, *([order] if order is not None else [])], per_layer)
 
 
 def energy_and_edp(workload: Workload, hw: Hardware, latency: LatencyBound,
@@ -138,7 +138,8 @@ def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = No
     else:
         left = seconds_left(deadline)
         seconds = RELAXATION_SECONDS if left is None else left
-    latency_bounds = list(run_bound(workload, hw, seconds).bounds)
+    run = run_bound(workload, hw, seconds)
+    latency_bounds = list(run.bounds)
     if not relaxed:
         reason = f"{n} layers: computed for nets of at most {MAX_LAYERS}"
         skipped = {"lfa_relaxation": reason, "lfa_energy": reason}
@@ -146,7 +147,7 @@ def bound_report(workload: Workload, hw: Hardware, time_limit: float | None = No
         relaxed_latency, relaxed_energy, skipped = _relaxations(
             Lowerer(workload, hw), deadline, workers)
         latency_bounds += relaxed_latency
-    best = strongest(latency_bounds)
+    best = strongest(latency_bounds, run.compute_by_layer)
     energy, edp = energy_and_edp(workload, hw, best, relaxed_energy)
     return BoundReport(best, energy, edp, skipped, time.perf_counter() - started)
 

@@ -36,6 +36,7 @@ from mipsched.solve.bounds import (
     run_bound,
 )
 from mipsched.solve.budget import check_gap, search_deadline, stop_reason, target_latency
+from mipsched.solve.gap_split import GapSplit, gap_split
 from mipsched.solve.methods import METHODS
 from mipsched.workload.graph import Workload
 
@@ -80,6 +81,9 @@ class SolveOutcome:
     in cycles, objective cost)."""
     objective: str = "edp"
     """What the search minimised (core.OBJECTIVES: latency, energy or edp)."""
+    gap_split: GapSplit | None = None
+    """Where the schedule's latency lies above the compute bound (None: no schedule, or
+    a bound without per-layer charges)."""
 
 
 def kept_back(result: MethodResult) -> float:
@@ -167,7 +171,7 @@ def _judge(method: str, objective: str, result: MethodResult, options: SearchOpt
     trail = options.trail
     trail.offer(ev.latency_cycles, options.objective.cost(ev))
     common.update(stopped_by=stopped_by, trail=list(trail.points))
-    rejection = simulator_rejection(candidate)
+    replay, rejection = replay_checked(candidate)
     if rejection is not None:
         return SolveOutcome(method, "error", None, bound, time.perf_counter() - started,
                             reason=f"the {method} schedule failed the simulator: "
@@ -176,8 +180,10 @@ def _judge(method: str, objective: str, result: MethodResult, options: SearchOpt
     latency_optimal = ev.latency_cycles <= bound.cycles
     status = ("optimal" if latency_optimal and (objective == "latency" or method == "exact")
               else "feasible")
+    split = None if replay is None else gap_split(replay, bound)
     return SolveOutcome(method, status, candidate, bound, time.perf_counter() - started,
-                        stages=result.stages, models=result.models, **common)
+                        stages=result.stages, models=result.models, gap_split=split,
+                        **common)
 
 
 def simulator_rejection(candidate: Candidate) -> str | None:
