@@ -8,7 +8,10 @@ at batch 1 and 16 on edge: the best latency found (by `mipsched solve` with the 
 method and --solve-seconds per case, or in soma_fig6.py tables and certificates given),
 the strongest certified bound (`mipsched bound` with --bound-seconds), the bound that
 binds, its time and the certified gap = (best - bound) / best. Targets (issue 18): <= 3 %
-on every case, <= 1 % mean, bound time <= 120 s per case.
+on every case, <= 1 % mean, bound time <= 120 s per case. Where the best schedule is a
+solve's, its replay splits the cycles above the compute bound into compute above the
+bound's per-layer charges and stalls, with the layers above their charge most
+(solve/gap_split.py).
 
 Run: python benchmarks/optimality.py [--time-limit 60] [--heuristic-seconds 20]
      [--bound-seconds 120] [--solve-seconds 60] [--objective edp|latency] [--runs DIR]
@@ -31,7 +34,11 @@ from publish import publish  # benchmarks/ is on sys.path when a benchmark runs
 
 from mipsched.hw import load_hardware
 from mipsched.hw.model import Hardware
-from mipsched.solve import bound_report, solve_network
+from mipsched.schedule.schedule_file import parse_schedule
+from mipsched.schedule.tile_program import TileProgram
+from mipsched.sim import simulate
+from mipsched.solve import BoundReport, bound_report, solve_network
+from mipsched.solve.gap_split import GapSplit, gap_split
 from mipsched.workload import zoo
 
 TINY = ("chain3", "chain5", "resblock", "fsrcnn")
@@ -96,8 +103,9 @@ RUNS = Path("/tmp/mipsched-optimality")
 
 Case = tuple[str, str, int]
 """(network, hardware preset, batch)."""
-Found = dict[Case, tuple[int, str]]
-"""Case -> (least latency found in cycles, what found it)."""
+Found = dict[Case, tuple[int, str, Path | None]]
+"""Case -> (least latency found in cycles, what found it, the solve run directory that
+holds it, if any)."""
 
 
 def reference_cases() -> list[Case]:
@@ -111,9 +119,10 @@ def _digest(network: str, batch: int) -> str:
     return zoo.get(network, batch).digest()
 
 
-def _offer(best: Found, case: Case, latency: int, method: str) -> None:
+def _offer(best: Found, case: Case, latency: int, method: str,
+           run: Path | None = None) -> None:
     if case not in best or latency < best[case][0]:
-        best[case] = (latency, method)
+        best[case] = (latency, method, run)
 
 
 def solve_cases(cases: list[Case], seconds: float, runs: Path,
@@ -166,7 +175,7 @@ def best_found(fig6_csvs: list[Path], certificates: list[Path]) -> Found:
             objective = cert.get("objective", "edp")
             _offer(best, case, int(cert["incumbent"]["latency_cycles"]),
                    f"{cert['method']} ({cert['time_limit_s']:g} s"
-                   + (")" if objective == "edp" else f", {objective})"))
+                   + (")" if objective == "edp" else f", {objective})"), path.parent)
     return best
 
 
@@ -186,16 +195,17 @@ def gap_table(title: str, cases: list[Case], found: Found, time_limit: float,
     `time_limit` seconds. Targets (issue 18): <= 3 % each, <= 1 % mean, <= 120 s."""
     lines = [f"## {title}", "",
              "| network | hw | batch | best found | found by | bound | binding | bound (s) "
-             "| certified gap |",
-             "|---|---|---:|---:|---|---:|---|---:|---:|"]
+             "| certified gap | above the compute bound: computing + stalled | most above "
+             "its charge |",
+             "|---|---|---:|---:|---|---:|---|---:|---:|---:|---|"]
     gaps, seconds_all = [], []
     for case in cases:
         network, hw_name, batch = case
         if case not in found:
             lines.append(f"| {network} | {hw_name} | {batch} | no schedule: "
-                         f"{_no_schedule(case, runs)} | | | | | |")
+                         f"{_no_schedule(case, runs)} | | | | | | | |")
             continue
-        best, method = found[case]
+        best, method, run = found[case]
         started = time.perf_counter()
         report = bound_report(zoo.get(network, batch), load_hardware(hw_name), time_limit)
         seconds = time.perf_counter() - started
@@ -204,7 +214,7 @@ def gap_table(title: str, cases: list[Case], found: Found, time_limit: float,
         seconds_all.append(seconds)
         lines.append(f"| {network} | {hw_name} | {batch} | {best:,} | {method} | "
                      f"{report.latency.cycles:,} | {report.latency.binding} | {seconds:.1f} | "
-                     f"{gap:.2%} |")
+                     f"{gap:.2%} | {_split_cells(run, best, report)} |")
         print(lines[-1], flush=True)
     if gaps:
         lines += ["", f"- certified gap: max {max(gaps):.2%} (target <= 3 %), mean "
@@ -213,6 +223,29 @@ def gap_table(title: str, cases: list[Case], found: Found, time_limit: float,
                       f"bound time max {max(seconds_all):.1f} s (given {time_limit:g} s, "
                       "target <= 120 s)", ""]
     return lines
+
+
+def _split_cells(run: Path | None, best: int, report: BoundReport) -> str:
+    """The gap split of the schedule in `run` (a solve's --out) if it is the best found
+    (`best` cycles): 'computing + stalled (how much of it the binding bound proves) | the
+    three layers most above their charge'."""
+    split = _replayed_split(run, report) if run is not None else None
+    if split is None or split.latency_cycles != best:
+        return " | "
+    top = ", ".join(f"{x.layer} +{x.excess:,}" for x in split.layers[:3])
+    proven = split.bound_cycles - split.compute_bound_cycles
+    of_which = f" ({proven:,} proven by {split.binding})" if proven > 0 else ""
+    return f"{split.compute_above_cycles:,} + {split.stall_cycles:,}{of_which} | {top}"
+
+
+def _replayed_split(run: Path, report: BoundReport) -> GapSplit | None:
+    """The simulator's replay of run/schedule.json on run/program.json, split against
+    the bound's per-layer charges; None when the run left no schedule."""
+    schedule, program = run / "schedule.json", run / "program.json"
+    if not (schedule.exists() and program.exists()):
+        return None
+    dlsa = parse_schedule(json.loads(schedule.read_text()), str(schedule)).dlsa
+    return gap_split(simulate(TileProgram.load(program), dlsa), report.latency)
 
 
 def main() -> None:
