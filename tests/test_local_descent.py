@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from collections.abc import Iterator
 
 import networkx as nx
 from hypothesis import given, settings
@@ -18,7 +19,14 @@ from mipsched.core import OBJECTIVES, Candidate, SearchOptions
 from mipsched.evaluate import evaluate
 from mipsched.heuristics import local_descent
 from mipsched.heuristics.baseline import unfused_baseline
-from mipsched.heuristics.lfa_neighbours import batch_tilings, neighbours
+from mipsched.heuristics.lfa_moves import with_tiling
+from mipsched.heuristics.lfa_neighbours import (
+    ODD_FACTORS,
+    batch_tilings,
+    neighbours,
+    odd_ratio_neighbours,
+    tiling_neighbours,
+)
 from mipsched.heuristics.local_descent import descend
 from mipsched.heuristics.prefetch_anneal import prefetched, prefetched_cost
 from mipsched.hw import load_hardware
@@ -38,7 +46,7 @@ EDGE = load_hardware("edge")
 
 def _one_operator_apart(a: Lfa, b: Lfa, batch: int | None) -> bool:
     """Whether b differs from a in exactly one of: one tiling number (x2, /2 or, with a
-    `batch`, one of its batch_tilings), the
+    `batch`, one of its batch_tilings or odd ratios), the
     FLC set by one cut, the DRAM cut set by one cut, or one layer's place in the order."""
     if a.order != b.order:
         moved = [n for n, m in zip(a.order, b.order, strict=True) if n != m]
@@ -48,9 +56,11 @@ def _one_operator_apart(a: Lfa, b: Lfa, batch: int | None) -> bool:
         return len(set(a.flc) ^ set(b.flc)) == 1 and len(b.tiling) == len(b.flc) + 1
     if a.tiling != b.tiling:
         changed = [(x, y) for x, y in zip(a.tiling, b.tiling, strict=True) if x != y]
-        return a.dram_cuts == b.dram_cuts and len(changed) == 1 and \
-            changed[0][1] in (2 * changed[0][0], changed[0][0] // 2,
-                              *(batch_tilings(changed[0][0], batch) if batch else ()))
+        (t, new), = changed if len(changed) == 1 else [(0, -1)]
+        odd = {t * a // b for a in ODD_FACTORS for b in ODD_FACTORS if t * a % b == 0}
+        return a.dram_cuts == b.dram_cuts and \
+            new in (2 * t, t // 2, *(batch_tilings(t, batch) if batch else ()),
+                    *(odd if batch else ()))
     return len(set(a.dram_cuts) ^ set(b.dram_cuts)) == 1 and set(b.dram_cuts) <= set(b.flc)
 
 
@@ -90,6 +100,38 @@ def test_batch_tilings_are_the_nearest_per_batch_split(tiling: int, batch: int) 
         expected |= {max((t for t in same if t < tiling), default=None),
                      min(t for t in same if t > tiling)}
     assert set(batch_tilings(tiling, batch)) == expected - {None}
+
+
+def test_odd_ratios_reach_the_tilings_doubling_and_batch_splits_miss() -> None:
+    """ResNet-50 / edge / b16's 60-s schedule before the odd ratios: its FLG of stage 3's
+    end and stage 4's readers at 13 tiles (16 samples, 13 row parts) is faster than at
+    each of its other tiling moves, but an odd ratio of it (39, 65 or 91 tiles, still 16
+    samples per tile) is faster still (greedy prefetching DLSA). The odd ratios come last
+    in the neighbourhood."""
+    workload = get("resnet50", 16)
+    order = list(workload.layers)
+    for stage in (2, 3, 4, 5):  # each shortcut right after its block's first conv
+        order.remove(f"conv_{stage}_br")
+        order.insert(order.index(f"conv_{stage}_0_a") + 1, f"conv_{stage}_br")
+    lfa = Lfa(tuple(order), (29, 34, 42, 54, 59, 60, 62, 68),
+              (16, 13, 16, 4, 14, 1, 1, 1, 1), (29, 42, 54))
+    assert order[29] == "conv_3_3_b" and order[33] == "conv_4_br"
+    lowerer = Lowerer(workload, EDGE)
+    def latencies(moves: Iterator[Lfa]) -> dict[int, int]:
+        return {other.tiling[1]: f[2] for other in moves
+                if (f := prefetched(lowerer, other)) is not None}
+
+    found = prefetched(lowerer, lfa)
+    assert found is not None
+    plain = latencies(tiling_neighbours(lfa, [1], 16))
+    odd = latencies(odd_ratio_neighbours(lfa, [1]))
+    assert {39, 65, 91} <= set(odd) and not set(odd) & set(plain)
+    assert all(latency > found[2] for latency in plain.values())
+    assert min(odd[t] for t in (39, 65, 91)) < found[2]
+    around = neighbours(lfa, workload.graph, split_batch=16)
+    ratios = set(odd_ratio_neighbours(lfa))
+    last_other = max(i for i, other in enumerate(around) if other not in ratios)
+    assert all(around.index(with_tiling(lfa, 1, t)) > last_other for t in (39, 65, 91))
 
 
 def _ffn2() -> Lowerer:
