@@ -233,8 +233,8 @@ def _split_cells(run: Path | None, best: int, report: BoundReport) -> str:
     if split is None or split.latency_cycles != best:
         return " | "
     top = ", ".join(f"{x.layer} +{x.excess:,}" for x in split.layers[:3])
-    proven = split.bound_cycles - split.compute_bound_cycles
-    of_which = f" ({proven:,} proven by {split.binding})" if proven > 0 else ""
+    proven = split.proven_cycles
+    of_which = f" ({proven:,} proven by {split.binding})" if proven else ""
     return f"{split.compute_above_cycles:,} + {split.stall_cycles:,}{of_which} | {top}"
 
 

@@ -56,11 +56,12 @@ def _one_operator_apart(a: Lfa, b: Lfa, batch: int | None) -> bool:
         return len(set(a.flc) ^ set(b.flc)) == 1 and len(b.tiling) == len(b.flc) + 1
     if a.tiling != b.tiling:
         changed = [(x, y) for x, y in zip(a.tiling, b.tiling, strict=True) if x != y]
-        (t, new), = changed if len(changed) == 1 else [(0, -1)]
-        odd = {t * a // b for a in ODD_FACTORS for b in ODD_FACTORS if t * a % b == 0}
-        return a.dram_cuts == b.dram_cuts and \
-            new in (2 * t, t // 2, *(batch_tilings(t, batch) if batch else ()),
-                    *(odd if batch else ()))
+        if len(changed) != 1 or a.dram_cuts != b.dram_cuts:
+            return False
+        t, new = changed[0]
+        odd = {t * x // y for x in ODD_FACTORS for y in ODD_FACTORS if t * x % y == 0}
+        return new in (2 * t, t // 2, *(batch_tilings(t, batch) if batch else ()),
+                       *(odd if batch else ()))
     return len(set(a.dram_cuts) ^ set(b.dram_cuts)) == 1 and set(b.dram_cuts) <= set(b.flc)
 
 

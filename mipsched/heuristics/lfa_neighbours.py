@@ -12,8 +12,7 @@ deleted; each layer moved to each other valid place in the computing order; last
 batch splits are asked for, each tiling number scaled by the odd ratios of ODD_FACTORS
 (same samples per tile, other row and column parts). Cheap moves that often pay come
 first; the odd ratios come last, so the descent takes them only where nothing else pays
-(listed earlier, they changed which local optimum a 60-s run reaches: ResNet-50 / edge /
-b16 gave 8,591,588 twice and 8,740,164 once against 8,629,604 three times).
+(listed earlier, they changed which local optimum 60-s runs reach: docs/decisions.md).
 """
 
 from __future__ import annotations

@@ -54,9 +54,8 @@ def gap_split_table(split: GapSplit) -> Table:
                         f"({split.compute_bound_cycles:,}) go", show_header=False)
     for col in ("where", "cycles", "detail"):
         table.add_column(col, justify="right" if col == "cycles" else "left")
-    proven = split.bound_cycles - split.compute_bound_cycles
-    if proven > 0:
-        table.add_row(f"proven by {split.binding}", f"{proven:,}",
+    if split.proven_cycles:
+        table.add_row(f"proven by {split.binding}", f"{split.proven_cycles:,}",
                       f"left on the table: {split.latency_cycles - split.bound_cycles:,}")
     table.add_row("computing above charge", f"{split.compute_above_cycles:,}",
                   "per layer: computed - least needed")

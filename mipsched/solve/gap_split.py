@@ -26,7 +26,7 @@ from mipsched.formulations.bounds import LatencyBound
 from mipsched.sim import SimResult
 from mipsched.sim.result import TransferRecord
 
-#: Layers and stalls a split keeps, largest first (the rest are summed).
+#: Layers and waits a split lists, largest first (its totals count them all).
 KEEP = 8
 
 
@@ -77,6 +77,12 @@ class GapSplit:
     waits: tuple[Wait, ...]
     """The KEEP longest waits, longest first."""
 
+    @property
+    def proven_cycles(self) -> int:
+        """How much of the split the binding bound proves: its excess over the compute
+        bound (cycles; 0 where the compute bound binds)."""
+        return max(self.bound_cycles - self.compute_bound_cycles, 0)
+
     def to_json(self) -> dict[str, object]:
         """The certificate's `gap_split`."""
         return {
@@ -110,8 +116,9 @@ def gap_split(replay: SimResult, bound: LatencyBound) -> GapSplit | None:
                      for name, charge in charges.items()),
                     key=lambda x: (-(x.computed - x.charged), x.layer))
     transfers = {r.tensor: r for r in replay.transfers}
-    waits = sorted(replay.stalls, key=lambda t: (-t.stall, t.pos))[:KEEP]
-    waited = sum(t.stall for t in replay.stalls)
+    stalls = replay.stalls
+    waits = sorted(stalls, key=lambda t: (-t.stall, t.pos))[:KEEP]
+    waited = sum(t.stall for t in stalls)
     return GapSplit(
         latency_cycles=replay.latency_cycles,
         bound_cycles=bound.cycles,
