@@ -13,7 +13,8 @@ stops before a round that would likely end past it); a wave still running at the
 deadline is abandoned and its workers killed. A worker's search ends by an absolute
 instant (`time.perf_counter` is the system-wide monotonic clock, shared by forked
 processes), so the time a busy machine takes to hand it the job counts, and
-`WRAP_UP_SHARE` of each wave is left for the worker's evaluation, harvest and reply.
+`WRAP_UP_SHARE` of each wave (at least `WRAP_UP_SECONDS`) is left for the worker's
+evaluation, harvest and reply.
 
 `mipsched.tiled.method` strings such calls together into what `solve` and `compare`
 run.
@@ -159,6 +160,10 @@ WRAP_UP_SHARE = 0.1
 """The share of a wave's seconds kept for what a worker does after its search (the
 best tree's evaluation, the harvest, pickling the reply)."""
 
+WRAP_UP_SECONDS = 0.3
+"""The least kept for that wrap-up (at most half a wave): on a loaded machine a worker
+may wait this long for a core, and a late reply loses the seed's whole search."""
+
 
 def _waves_in_process(waves: list[list[_Job]], jobs: int,
                       deadline: float | None) -> list[Outcome]:
@@ -169,9 +174,9 @@ def _waves_in_process(waves: list[list[_Job]], jobs: int,
 def _waves_in_pool(waves: list[list[_Job]], jobs: int,
                    deadline: float | None) -> list[Outcome]:
     """The waves one after another on `jobs` forked workers; each wave's seeds get the
-    time left over the waves left, less `WRAP_UP_SHARE` of it for their wrap-up. Once a
-    wave is late, the rest are dropped and the workers killed (leaving the pool
-    terminates them)."""
+    time left over the waves left, less `WRAP_UP_SHARE` of it (at least `WRAP_UP_SECONDS`)
+    for their wrap-up. Once a wave is late, the rest are dropped and the workers killed
+    (leaving the pool terminates them)."""
     done: list[Outcome] = []
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         for k, wave in enumerate(waves):
@@ -181,7 +186,8 @@ def _waves_in_pool(waves: list[list[_Job]], jobs: int,
                 share = (deadline - now) / (len(waves) - k)
                 if share <= 0:
                     break
-                until = now + (1 - WRAP_UP_SHARE) * share
+                until = now + share - min(share / 2, max(WRAP_UP_SHARE * share,
+                                                         WRAP_UP_SECONDS))
             pending = [pool.apply_async(_run, (dataclasses.replace(job, search_until=until),))
                        for job in wave]
             for job in pending:
