@@ -10,9 +10,11 @@ tiling number, a DRAM cut there going too); an FLC added at each uncut position 
 halves keep the tiling number); a DRAM cut added at each FLC without one, or one
 deleted; each layer moved to each other valid place in the computing order; last, where
 batch splits are asked for, each tiling number scaled by the odd ratios of ODD_FACTORS
-(same samples per tile, other row and column parts). Cheap moves that often pay come
-first; the odd ratios come last, so the descent takes them only where nothing else pays
-(listed earlier, they changed which local optimum 60-s runs reach: docs/decisions.md).
+(same samples per tile, other row and column parts); then each FLG split in two
+(`split_neighbours`: a compound step, the halves retiled together). Cheap moves that
+often pay come first; the odd ratios and the splits come last, so the descent takes them
+only where nothing else pays (listed earlier, the odd ratios changed which local optimum
+60-s runs reach: docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -56,6 +58,33 @@ def odd_ratio_neighbours(lfa: Lfa, flgs: Sequence[int] | None = None) -> Iterato
         for new in dict.fromkeys(t * a // b for a in ODD_FACTORS for b in ODD_FACTORS
                                  if a != b and t * a % b == 0):
             yield with_tiling(lfa, g, new)
+
+
+def split_neighbours(lfa: Lfa, batch: int, flgs: Sequence[int] | None = None
+                     ) -> Iterator[Lfa]:
+    """Each FLG (in the order `flgs`, default first to last) split at each position
+    inside it, first with a DRAM cut there (two LGs), then without, both halves at one
+    tiling number: the FLG's own, its double and half, its `batch_tilings` and every
+    divisor of `batch` (whole samples per tile).
+
+    One move instead of three or four (an FLC, a DRAM cut, a tiling number per half),
+    none of which pays alone: GPT-2 small prefill / edge / b16's 60-s schedule runs its
+    attention and feed-forward layers as one FLG of 48 tiles (1 sample, 3 row parts);
+    split into two LGs at 16 tiles each it is 113,905 cycles faster (greedy prefetching
+    DLSA), while every single move from it is slower."""
+    bounds = (0, *lfa.flc, len(lfa.order))
+    samples = [d for d in range(1, batch + 1) if batch % d == 0]
+    for g in range(len(lfa.tiling)) if flgs is None else flgs:
+        t = lfa.tiling[g]
+        tilings = [x for x in dict.fromkeys((t, t * 2, t // 2, *batch_tilings(t, batch),
+                                             *samples)) if x >= 1]
+        for cut in range(bounds[g] + 1, bounds[g + 1]):
+            halves = with_flc(lfa, cut)
+            two_lgs = Lfa(halves.order, halves.flc, halves.tiling,
+                          tuple(sorted((*halves.dram_cuts, cut))))
+            for split in (two_lgs, halves):
+                for x in tilings:
+                    yield with_tiling(with_tiling(split, g, x), g + 1, x)
 
 
 def batch_tilings(tiling: int, batch: int) -> list[int]:
@@ -109,13 +138,15 @@ def order_neighbours(lfa: Lfa, graph: nx.DiGraph) -> Iterator[Lfa]:
 def neighbours(lfa: Lfa, graph: nx.DiGraph, flgs: Sequence[int] | None = None,
                split_batch: int | None = None, ends: Sequence[SparseEnd] = ()) -> list[Lfa]:
     """The whole neighbourhood of `lfa`, in the module's order (no LFA twice), the tiling
-    moves of FLGs in the order `flgs` (default: first to last), batch splits of
-    `split_batch` samples and the isolations of the sparse `ends` included when it is
-    given."""
+    moves and splits of FLGs in the order `flgs` (default: first to last); batch splits
+    of `split_batch` samples, the odd ratios, the FLG splits and the isolations of the
+    sparse `ends` included when it is given."""
     isolated = () if split_batch is None else (
         candidate for end in ends for candidate in isolations(lfa, end, graph))
     odd = () if split_batch is None else odd_ratio_neighbours(lfa, flgs)
+    split = () if split_batch is None else split_neighbours(lfa, split_batch, flgs)
     found = dict.fromkeys((*isolated, *tiling_neighbours(lfa, flgs, split_batch),
-                           *cut_neighbours(lfa), *order_neighbours(lfa, graph), *odd))
+                           *cut_neighbours(lfa), *order_neighbours(lfa, graph), *odd,
+                           *split))
     found.pop(lfa, None)
     return list(found)
