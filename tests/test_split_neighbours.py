@@ -65,9 +65,10 @@ def test_splits_are_listed_last_and_only_with_a_batch_to_split() -> None:
 
 
 def test_the_split_is_faster_where_no_single_move_is() -> None:
-    """From GPT-2 small prefill / b16's local optimum, every move of the neighbourhood
-    without splits is slower or invalid, and the split at the feed-forward's residual
-    (two LGs, 16 tiles each: one sample per tile) is faster (greedy prefetching DLSA)."""
+    """From GPT-2 small prefill / b16's local optimum, no move of the neighbourhood
+    without splits is faster (some are invalid), and the split at the feed-forward's
+    residual (two LGs, 16 tiles each: one sample per tile) is faster (greedy prefetching
+    DLSA)."""
     lfa, lowerer = _gpt2_b16_local_optimum()
     start = prefetched(lowerer, lfa)
     assert start is not None

@@ -71,7 +71,7 @@ def split_neighbours(lfa: Lfa, batch: int, flgs: Sequence[int] | None = None
     none of which pays alone: GPT-2 small prefill / edge / b16's 60-s schedule runs its
     attention and feed-forward layers as one FLG of 48 tiles (1 sample, 3 row parts);
     split into two LGs at 16 tiles each it is 113,905 cycles faster (greedy prefetching
-    DLSA), while every single move from it is slower."""
+    DLSA), while no single move from it is faster."""
     bounds = (0, *lfa.flc, len(lfa.order))
     samples = [d for d in range(1, batch + 1) if batch % d == 0]
     for g in range(len(lfa.tiling)) if flgs is None else flgs:
