@@ -43,11 +43,16 @@ def tiling_neighbours(lfa: Lfa, flgs: Sequence[int] | None = None,
     and halved (SoMa's moves), then, with `split_batch` (the workload's batch), its
     `batch_tilings`."""
     for g in range(len(lfa.tiling)) if flgs is None else flgs:
-        t = lfa.tiling[g]
-        splits = batch_tilings(t, split_batch) if split_batch is not None else []
-        for new in dict.fromkeys((t * 2, t // 2, *splits)):
-            if new >= 1 and new != t:
-                yield with_tiling(lfa, g, new)
+        for new in _moved_tilings(lfa.tiling[g], split_batch):
+            yield with_tiling(lfa, g, new)
+
+
+def _moved_tilings(tiling: int, split_batch: int | None) -> list[int]:
+    """`tiling` doubled and halved, then its `batch_tilings` with a `split_batch`; each
+    once, all >= 1 and none equal to `tiling`."""
+    splits = batch_tilings(tiling, split_batch) if split_batch is not None else []
+    return [t for t in dict.fromkeys((tiling * 2, tiling // 2, *splits))
+            if t >= 1 and t != tiling]
 
 
 def odd_ratio_neighbours(lfa: Lfa, flgs: Sequence[int] | None = None) -> Iterator[Lfa]:
@@ -76,8 +81,7 @@ def split_neighbours(lfa: Lfa, batch: int, flgs: Sequence[int] | None = None
     samples = [d for d in range(1, batch + 1) if batch % d == 0]
     for g in range(len(lfa.tiling)) if flgs is None else flgs:
         t = lfa.tiling[g]
-        tilings = [x for x in dict.fromkeys((t, t * 2, t // 2, *batch_tilings(t, batch),
-                                             *samples)) if x >= 1]
+        tilings = list(dict.fromkeys((t, *_moved_tilings(t, batch), *samples)))
         for cut in range(bounds[g] + 1, bounds[g + 1]):
             halves = with_flc(lfa, cut)
             two_lgs = Lfa(halves.order, halves.flc, halves.tiling,
