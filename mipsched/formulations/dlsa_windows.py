@@ -25,6 +25,8 @@ that range; likewise k1 for w1.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import threading
 import time
 from collections.abc import Iterator
@@ -114,19 +116,29 @@ class Window:
 def cut(program: TileProgram, dlsa: Dlsa, times: Timeline, tail: Tails, w0: int,
         w1: int) -> Window:
     """The transfer positions that go with tiles [w0, w1) (see the module docstring)."""
-    return Window(w0, w1, _split(dlsa, times, tail, w0), _split(dlsa, times, tail, w1))
+    splits = split_points(dlsa, times, tail)
+    return Window(w0, w1, splits[w0], splits[w1])
 
 
-def _split(dlsa: Dlsa, times: Timeline, tail: Tails, w: int) -> int:
-    """A position k such that transfers before k are released by tiles < w and include
-    every transfer that tiles < w need."""
+def split_points(dlsa: Dlsa, times: Timeline, tail: Tails) -> list[int]:
+    """Per w in 0..n (n tiles), a position k such that the transfers before k are
+    released by tiles < w and include every transfer that tiles < w need: the number of
+    transfers that start before tile w (the makespan for w = n), clamped into that range.
+    O(n + m log m) for m transfers, so that a pass of windows reads its cuts from one list."""
     order = dlsa.order
-    needed = max((k + 1 for k, i in enumerate(order) if tail.need[i] < w), default=0)
-    released = min((k for k, i in enumerate(order) if tail.release[i] >= w),
-                   default=len(order))
-    t = times.tile_start[w] if w < len(times.tile_start) else times.makespan
-    before = sum(1 for i in order if times.transfer_start[i] < t)
-    return min(max(before, needed), released)
+    n = len(times.tile_start)
+    last_needed = [0] * (n + 2)  # by need tile: 1 + the last position needing it
+    first_released = [len(order)] * (n + 1)  # by releasing tile: the first position
+    for k, i in enumerate(order):
+        last_needed[tail.need[i] + 1] = max(last_needed[tail.need[i] + 1], k + 1)
+        if tail.release[i] >= 0:
+            first_released[tail.release[i]] = min(first_released[tail.release[i]], k)
+    needed = list(itertools.accumulate(last_needed[:n + 1], max))
+    released = list(itertools.accumulate(reversed(first_released), min))[::-1]
+    starts = sorted(times.transfer_start[i] for i in order)
+    ends = [*times.tile_start, times.makespan]
+    return [min(max(bisect.bisect_left(starts, ends[w]), needed[w]), released[w])
+            for w in range(n + 1)]
 
 
 class WindowModel:
@@ -415,6 +427,7 @@ def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float 
         tried: set[tuple[int, int]] = set()
         since_better: list[tuple[int, int]] = []  # windows solved for this incumbent
         stalled = stalled_windows(program, best, settings)
+        splits = _incumbent_splits(program, best)
         w0 = 0  # where the slide goes on
         while True:
             if stop.is_set() or (target is not None and best_latency <= target):
@@ -427,7 +440,7 @@ def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float 
             if span is None:
                 if w0 >= n:
                     break
-                span = (w0, window_end(program, best, w0, settings))
+                span = (w0, _window_end(splits, w0, settings))
                 w1 = span[1]
                 w0 = n if w1 == n else max(w0 + (w1 - w0 + 1) // 2, w1 - settings.overlap)
                 if span in tried:
@@ -443,6 +456,7 @@ def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float 
                 best_latency, improved = latency, True
                 since_better = []
                 stalled = stalled_windows(program, best, settings)
+                splits = _incumbent_splits(program, best)
             else:
                 since_better.append(span)
     return best, best_latency
@@ -455,6 +469,7 @@ def stalled_windows(program: TileProgram, incumbent: Dlsa, settings: WindowSetti
     tile and reaches back as far as settings.transfers allows (the least such w0), since
     a stall's cure is an earlier load or store."""
     times, tail = timeline(program, incumbent), tails(program, incumbent)
+    splits = split_points(incumbent, times, tail)
     n = program.n_tiles
     stalls = [(times.tile_start[i] - (times.tile_end[i - 1] if i else 0), i)
               for i in range(n)]
@@ -466,29 +481,31 @@ def stalled_windows(program: TileProgram, incumbent: Dlsa, settings: WindowSetti
         lo, hi = max(0, tile - settings.tiles + 1), tile
         while lo < hi:  # the window end grows with w0: the least w0 still holding tile
             mid = (lo + hi) // 2
-            if _window_end(incumbent, times, tail, mid, n, settings) > tile:
+            if _window_end(splits, mid, settings) > tile:
                 hi = mid
             else:
                 lo = mid + 1
-        yield tile, (lo, _window_end(incumbent, times, tail, lo, n, settings))
+        yield tile, (lo, _window_end(splits, lo, settings))
 
 
 def window_end(program: TileProgram, incumbent: Dlsa, w0: int,
                settings: WindowSettings) -> int:
     """The largest w1 <= w0 + settings.tiles whose window holds at most
     settings.transfers transfers (w0 + 1 at least)."""
-    return _window_end(incumbent, timeline(program, incumbent), tails(program, incumbent),
-                       w0, program.n_tiles, settings)
+    return _window_end(_incumbent_splits(program, incumbent), w0, settings)
 
 
-def _window_end(incumbent: Dlsa, times: Timeline, tail: Tails, w0: int, n: int,
-                settings: WindowSettings) -> int:
-    """window_end with the incumbent's timeline and tails given (n: tiles)."""
-    k0 = _split(incumbent, times, tail, w0)
-    lo, hi = w0 + 1, min(n, w0 + settings.tiles)
-    while lo < hi:  # _split grows with w: bisect for the last w1 within the limit
+def _incumbent_splits(program: TileProgram, incumbent: Dlsa) -> list[int]:
+    """split_points of the incumbent's own timeline and tails."""
+    return split_points(incumbent, timeline(program, incumbent), tails(program, incumbent))
+
+
+def _window_end(splits: list[int], w0: int, settings: WindowSettings) -> int:
+    """window_end with the incumbent's split_points given."""
+    lo, hi = w0 + 1, min(len(splits) - 1, w0 + settings.tiles)
+    while lo < hi:  # the split grows with w: bisect for the last w1 within the limit
         mid = (lo + hi + 1) // 2
-        if _split(incumbent, times, tail, mid) - k0 <= settings.transfers:
+        if splits[mid] - splits[w0] <= settings.transfers:
             lo = mid
         else:
             hi = mid - 1
