@@ -15,13 +15,11 @@ from brute import _livings_only, _valid_orders, brute_force_optimum, tiny_progra
 
 from mipsched.core import WindowSettings
 from mipsched.evaluate import buffer_profile, evaluate, latency, timeline
+from mipsched.formulations.dlsa_cuts import Tails, cut, split_points, tails
 from mipsched.formulations.dlsa_windows import (
-    Tails,
-    cut,
     improve_dlsa,
     solve_window,
     stalled_windows,
-    tails,
     window_end,
 )
 from mipsched.schedule.notation import Dlsa, ScheduleError
@@ -178,6 +176,26 @@ def _stalls(program: TileProgram, incumbent: Dlsa) -> list[tuple[int, int]]:
              for i in range(program.n_tiles)]
     waits.append((times.makespan - times.tile_end[-1], program.n_tiles - 1))
     return [(stall, tile) for stall, tile in waits if stall > 0]
+
+
+def test_split_points_are_the_clamped_count_of_transfers_started(cases) -> None:
+    """At every w, the cut is the number of transfers that start before tile w (the
+    makespan for w = n), raised to just past the last transfer a tile < w needs and
+    lowered to the first transfer a tile >= w releases (the module docstring), and it
+    never decreases in w (window_end bisects on it)."""
+    for program, incumbent, _, _ in cases:
+        times, tail = timeline(program, incumbent), tails(program, incumbent)
+        order, n = incumbent.order, program.n_tiles
+        splits = split_points(incumbent, times, tail)
+        assert len(splits) == n + 1
+        for w in range(n + 1):
+            start = times.tile_start[w] if w < n else times.makespan
+            started = sum(times.transfer_start[i] < start for i in order)
+            needed = max((k + 1 for k, i in enumerate(order) if tail.need[i] < w), default=0)
+            released = min((k for k, i in enumerate(order) if tail.release[i] >= w),
+                           default=len(order))
+            assert splits[w] == min(max(started, needed), released)
+        assert splits == sorted(splits)
 
 
 def test_stalled_windows_hold_their_tile_and_reach_back_as_far_as_allowed(cases) -> None:
