@@ -331,8 +331,8 @@ def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float 
         improved = False
         tried: set[tuple[int, int]] = set()
         since_better: list[tuple[int, int]] = []  # windows solved for this incumbent
-        stalled = stalled_windows(program, best, settings)
-        splits = _incumbent_splits(program, best)
+        times, splits = _incumbent_splits(program, best)
+        stalled = _stalled_windows(times, splits, settings)
         w0 = 0  # where the slide goes on
         while True:
             if stop.is_set() or (target is not None and best_latency <= target):
@@ -360,8 +360,8 @@ def _slide(program: TileProgram, best: Dlsa, best_latency: int, deadline: float 
             if latency < best_latency:
                 best_latency, improved = latency, True
                 since_better = []
-                stalled = stalled_windows(program, best, settings)
-                splits = _incumbent_splits(program, best)
+                times, splits = _incumbent_splits(program, best)
+                stalled = _stalled_windows(times, splits, settings)
             else:
                 since_better.append(span)
     return best, best_latency
@@ -373,9 +373,13 @@ def stalled_windows(program: TileProgram, incumbent: Dlsa, settings: WindowSetti
     for the stores after it), most stall cycles first, ties by tile: the window holds the
     tile and reaches back as far as settings.transfers allows (the least such w0), since
     a stall's cure is an earlier load or store."""
-    times, tail = timeline(program, incumbent), tails(program, incumbent)
-    splits = split_points(incumbent, times, tail)
-    n = program.n_tiles
+    return _stalled_windows(*_incumbent_splits(program, incumbent), settings)
+
+
+def _stalled_windows(times: Timeline, splits: list[int], settings: WindowSettings
+                     ) -> Iterator[tuple[int, tuple[int, int]]]:
+    """stalled_windows with the incumbent's timeline and split_points given."""
+    n = len(times.tile_start)
     stalls = [(times.tile_start[i] - (times.tile_end[i - 1] if i else 0), i)
               for i in range(n)]
     if n:
@@ -397,12 +401,14 @@ def window_end(program: TileProgram, incumbent: Dlsa, w0: int,
                settings: WindowSettings) -> int:
     """The largest w1 <= w0 + settings.tiles whose window holds at most
     settings.transfers transfers (w0 + 1 at least)."""
-    return _window_end(_incumbent_splits(program, incumbent), w0, settings)
+    return _window_end(_incumbent_splits(program, incumbent)[1], w0, settings)
 
 
-def _incumbent_splits(program: TileProgram, incumbent: Dlsa) -> list[int]:
-    """split_points of the incumbent's own timeline and tails."""
-    return split_points(incumbent, timeline(program, incumbent), tails(program, incumbent))
+def _incumbent_splits(program: TileProgram, incumbent: Dlsa) -> tuple[Timeline, list[int]]:
+    """The incumbent's timeline and its split_points (with its own tails): what a pass
+    of windows reads, computed once per incumbent."""
+    times = timeline(program, incumbent)
+    return times, split_points(incumbent, times, tails(program, incumbent))
 
 
 def _window_end(splits: list[int], w0: int, settings: WindowSettings) -> int:
