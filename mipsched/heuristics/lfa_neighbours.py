@@ -3,24 +3,26 @@ drawn, built by its helpers), for the local descent (local_descent).
 
 The neighbourhood, in the order it is listed: where batch splits are asked for, each
 sparse end isolated (`sparse_ends.isolations`: a compound step, and on ResNet at batch
-16 the move that pays most); each FLG's tiling number doubled or halved, and where
-asked moved to the nearest tiling numbers that split the batch into each of its
-divisors (`batch_tilings`); each FLC deleted (the merged FLG inheriting either side's
-tiling number, a DRAM cut there going too); an FLC added at each uncut position (both
-halves keep the tiling number); a DRAM cut added at each FLC without one, or one
-deleted; each layer moved to each other valid place in the computing order; last, where
-batch splits are asked for, each tiling number scaled by the odd ratios of ODD_FACTORS
-(same samples per tile, other row and column parts); then each FLG split in two
-(`split_neighbours`: a compound step, the halves retiled together). Cheap moves that
-often pay come first; the odd ratios and the splits come last, so the descent takes them
-only where nothing else pays (listed earlier, the odd ratios changed which local optimum
-60-s runs reach: docs/decisions.md).
+16 the move that pays most) and each plane release (`plane_releases.releases`: a
+compound step moving the readers of whole planes out of an FLG so that it can split
+rows; on GPT-2 prefill at batch 16 the move that pays most); each FLG's tiling number
+doubled or halved, and where asked moved to the nearest tiling numbers that split the
+batch into each of its divisors (`batch_tilings`); each FLC deleted (the merged FLG
+inheriting either side's tiling number, a DRAM cut there going too); an FLC added at
+each uncut position (both halves keep the tiling number); a DRAM cut added at each FLC
+without one, or one deleted; each layer moved to each other valid place in the
+computing order; last, where batch splits are asked for, each tiling number scaled by
+the odd ratios of ODD_FACTORS (same samples per tile, other row and column parts); then
+each FLG split in two (`split_neighbours`: a compound step, the halves retiled
+together). Cheap moves that often pay come first; the odd ratios and the splits come
+last, so the descent takes them only where nothing else pays (listed earlier, the odd
+ratios changed which local optimum 60-s runs reach: docs/decisions.md).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import networkx as nx
 
@@ -140,16 +142,19 @@ def order_neighbours(lfa: Lfa, graph: nx.DiGraph) -> Iterator[Lfa]:
 
 
 def neighbours(lfa: Lfa, graph: nx.DiGraph, flgs: Sequence[int] | None = None,
-               split_batch: int | None = None, ends: Sequence[SparseEnd] = ()) -> list[Lfa]:
+               split_batch: int | None = None, ends: Sequence[SparseEnd] = (),
+               released: Iterable[Lfa] = ()) -> list[Lfa]:
     """The whole neighbourhood of `lfa`, in the module's order (no LFA twice), the tiling
     moves and splits of FLGs in the order `flgs` (default: first to last); batch splits
-    of `split_batch` samples, the odd ratios, the FLG splits and the isolations of the
-    sparse `ends` included when it is given."""
+    of `split_batch` samples, the odd ratios, the FLG splits, the isolations of the
+    sparse `ends` and the plane releases `released` (plane_releases.releases of `lfa`)
+    included when it is given."""
     isolated = () if split_batch is None else (
         candidate for end in ends for candidate in isolations(lfa, end, graph))
     odd = () if split_batch is None else odd_ratio_neighbours(lfa, flgs)
     split = () if split_batch is None else split_neighbours(lfa, split_batch, flgs)
-    found = dict.fromkeys((*isolated, *tiling_neighbours(lfa, flgs, split_batch),
+    released = () if split_batch is None else released
+    found = dict.fromkeys((*isolated, *released, *tiling_neighbours(lfa, flgs, split_batch),
                            *cut_neighbours(lfa), *order_neighbours(lfa, graph), *odd,
                            *split))
     found.pop(lfa, None)

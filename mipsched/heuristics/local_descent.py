@@ -13,11 +13,12 @@ layers' least compute (`bounds.layer_compute_cycles`) first: on GPT-2 XL prefill
 batch 16, 25-30 FLGs at 35 ms per LFA) the FLGs whose tilings cost the most are
 otherwise reached only after the 3 s auto gives the descent.
 
-Batch splits (`lfa_neighbours.batch_tilings`: tiling numbers that are not powers of two)
-and the isolations of sparse ends (`sparse_ends`, whose tilings are not either) are tried
-only where `certified_over_powers_of_two` is false: on nets of at most
-MAX_LAYERS layers the LFA relaxation and the exact search certify over power-of-two
-tilings, so a schedule off them could fall below a reported bound.
+Batch splits (`lfa_neighbours.batch_tilings`: tiling numbers that are not powers of two),
+the isolations of sparse ends (`sparse_ends`) and the plane releases (`plane_releases`),
+whose tilings are not either, are tried only where `certified_over_powers_of_two` is
+false: on nets of at most MAX_LAYERS layers the LFA relaxation and the exact search
+certify over power-of-two tilings, so a schedule off them could fall below a reported
+bound.
 
 The scan is cyclic: after an improvement it goes on from the same place in the new
 LFA's neighbourhood, and it ends once a whole neighbourhood has been tried without one
@@ -34,6 +35,7 @@ from mipsched.evaluate import evaluate
 from mipsched.formulations.bounds import layer_compute_cycles
 from mipsched.formulations.lfa.relaxation import certified_over_powers_of_two
 from mipsched.heuristics.lfa_neighbours import neighbours
+from mipsched.heuristics.plane_releases import releases, whole_readers
 from mipsched.heuristics.prefetch_anneal import prefetched, prefetched_cost
 from mipsched.heuristics.sparse_ends import SparseEnd, sparse_ends
 from mipsched.schedule.lowering import Lowerer
@@ -53,7 +55,9 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     split = None if certified_over_powers_of_two(lowerer.workload) else lowerer.workload.batch
     least = _least_compute(lowerer)
     ends = _sparse_ends(lowerer)
-    around = neighbours(lfa, graph, by_excess(program, least), split, ends)
+    readers = _whole_readers(lowerer)
+    around = neighbours(lfa, graph, by_excess(program, least), split, ends,
+                        releases(lfa, lowerer.workload, readers))
     at = tried = 0
     while tried < len(around) and not options.should_stop(deadline, latency):
         candidate = around[at % len(around)]
@@ -66,7 +70,8 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
             lfa, (program, dlsa, latency), cost = candidate, found, new_cost
             if options.trail is not None:
                 options.trail.offer(latency, cost)
-            around = neighbours(lfa, graph, by_excess(program, least), split, ends)
+            around = neighbours(lfa, graph, by_excess(program, least), split, ends,
+                                releases(lfa, lowerer.workload, readers))
             at, tried = at - 1, 0
     if lfa == start.lfa:
         return None
@@ -88,6 +93,12 @@ def _least_compute(lowerer: Lowerer) -> dict[str, Fraction]:
 def _sparse_ends(lowerer: Lowerer) -> tuple[SparseEnd, ...]:
     """sparse_ends.sparse_ends of the lowerer's workload, once per lowerer."""
     return sparse_ends(lowerer.workload)
+
+
+@lru_cache(maxsize=1)
+def _whole_readers(lowerer: Lowerer) -> dict[str, frozenset[str]]:
+    """plane_releases.whole_readers of the lowerer's workload, once per lowerer."""
+    return whole_readers(lowerer.workload)
 
 
 def by_excess(program: TileProgram, least: dict[str, Fraction]) -> list[int]:
