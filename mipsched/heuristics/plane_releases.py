@@ -23,6 +23,7 @@ fewer and a tiling number that is not a power of two.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator
 
@@ -34,8 +35,8 @@ from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Region
 from mipsched.workload.ops import input_region
 
-#: Per divisor d of the batch, how many tiling numbers d x k (d batch parts, k >= 2
-#: row and column parts) a release tries: the least that split rows or columns.
+#: Per divisor d of the batch, how many tiling numbers d x k (d batch parts, each in
+#: k >= 2 row and column parts) a release tries: the least ones.
 PARTS_PER_DIVISOR = 2
 
 
@@ -62,25 +63,24 @@ def release_tilings(workload: Workload, layers: tuple[str, ...], tiling: int
                     ) -> tuple[int, ...]:
     """The tiling numbers a release tries for the FLG of `layers` left behind: `tiling`
     (its FLG's before), then, per divisor d of the batch, the PARTS_PER_DIVISOR least
-    d x k (k >= 2) that choose_grid splits into d batch parts and more than one row or
-    column part."""
+    d x k (k >= 2) with gcd(d k, batch) = d that choose_grid accepts: d batch parts,
+    each in k row and column parts."""
     batch = workload.batch
     found = [tiling]
     for d in (d for d in range(1, batch + 1) if batch % d == 0):
-        taken = 0
-        for k in range(2, 2 * batch + 2):
-            if taken == PARTS_PER_DIVISOR:
-                break
-            if math.gcd(d * k, batch) != d:
-                continue
-            try:
-                grid = choose_grid(workload, layers, d * k)
-            except ScheduleError:
-                break
-            if grid.h_parts * grid.w_parts > 1:
-                found.append(d * k)
-                taken += 1
+        parts = (k for k in range(2, 2 * batch + 2)
+                 if math.gcd(d * k, batch) == d and _accepted(workload, layers, d * k))
+        found.extend(d * k for k in itertools.islice(parts, PARTS_PER_DIVISOR))
     return tuple(dict.fromkeys(found))
+
+
+def _accepted(workload: Workload, layers: tuple[str, ...], tiling: int) -> bool:
+    """Whether choose_grid splits the FLG of `layers` into `tiling` tiles."""
+    try:
+        choose_grid(workload, layers, tiling)
+    except ScheduleError:
+        return False
+    return True
 
 
 def releases(lfa: Lfa, workload: Workload, readers: dict[str, frozenset[str]]
