@@ -29,8 +29,8 @@ from collections.abc import Iterator
 
 import networkx as nx
 
-from mipsched.schedule.notation import Lfa, ScheduleError
-from mipsched.schedule.tiling import choose_grid
+from mipsched.heuristics.tiling_rule import accepts
+from mipsched.schedule.notation import Lfa
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import Region
 from mipsched.workload.ops import input_region
@@ -69,18 +69,9 @@ def release_tilings(workload: Workload, layers: tuple[str, ...], tiling: int
     found = [tiling]
     for d in (d for d in range(1, batch + 1) if batch % d == 0):
         parts = (k for k in range(2, 2 * batch + 2)
-                 if math.gcd(d * k, batch) == d and _accepted(workload, layers, d * k))
+                 if math.gcd(d * k, batch) == d and accepts(workload, layers, d * k))
         found.extend(d * k for k in itertools.islice(parts, PARTS_PER_DIVISOR))
     return tuple(dict.fromkeys(found))
-
-
-def _accepted(workload: Workload, layers: tuple[str, ...], tiling: int) -> bool:
-    """Whether choose_grid splits the FLG of `layers` into `tiling` tiles."""
-    try:
-        choose_grid(workload, layers, tiling)
-    except ScheduleError:
-        return False
-    return True
 
 
 def releases(lfa: Lfa, workload: Workload, readers: dict[str, frozenset[str]]
