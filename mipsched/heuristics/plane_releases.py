@@ -29,6 +29,7 @@ from collections.abc import Iterator
 
 import networkx as nx
 
+from mipsched.heuristics.lfa_moves import with_flc, with_tiling, without_flc
 from mipsched.heuristics.tiling_rule import accepts
 from mipsched.schedule.notation import Lfa
 from mipsched.workload.graph import Workload
@@ -96,11 +97,13 @@ def releases(lfa: Lfa, workload: Workload, readers: dict[str, frozenset[str]]
         order = (*lfa.order[:lo], *kept, *(n for n in members if n in leaving),
                  *lfa.order[hi:])
         mid = lo + len(kept)
+        split = with_flc(Lfa(order, lfa.flc, lfa.tiling, lfa.dram_cuts), mid)
+        shapes = [split] if g + 1 == len(lfa.tiling) else [
+            split, without_flc(split, g + 1, lfa.tiling[g + 1])]
         for tiling in release_tilings(workload, kept, lfa.tiling[g]):
             for cut in (False, True):
-                yield _own_flg(lfa, order, g, mid, tiling, cut)
-                if g + 1 < len(lfa.tiling):
-                    yield _joined_to_next(lfa, order, g, mid, hi, tiling, cut)
+                for shape in shapes:
+                    yield _with_cut(with_tiling(shape, g, tiling), mid, cut)
 
 
 def _closed_downstream(held: set[str], inside: set[str], graph: nx.DiGraph) -> set[str]:
@@ -111,20 +114,8 @@ def _closed_downstream(held: set[str], inside: set[str], graph: nx.DiGraph) -> s
     return closed
 
 
-def _own_flg(lfa: Lfa, order: tuple[str, ...], g: int, mid: int, tiling: int,
-             cut: bool) -> Lfa:
-    """FLG g split at `mid`: its first part at `tiling`, the second at g's old tiling."""
-    flc = tuple(sorted({*lfa.flc, mid}))
-    tilings = (*lfa.tiling[:g], tiling, lfa.tiling[g], *lfa.tiling[g + 1:])
-    cuts = tuple(sorted({*lfa.dram_cuts, *((mid,) if cut else ())}))
-    return Lfa(order, flc, tilings, cuts)
-
-
-def _joined_to_next(lfa: Lfa, order: tuple[str, ...], g: int, mid: int, hi: int,
-                    tiling: int, cut: bool) -> Lfa:
-    """FLG g split at `mid`: its first part at `tiling`, the second joined to FLG g + 1
-    (which starts at `hi`) at that FLG's tiling number."""
-    flc = tuple(sorted({*(c for c in lfa.flc if c != hi), mid}))
-    tilings = (*lfa.tiling[:g], tiling, *lfa.tiling[g + 1:])
-    cuts = tuple(sorted({*(c for c in lfa.dram_cuts if c != hi), *((mid,) if cut else ())}))
-    return Lfa(order, flc, tilings, cuts)
+def _with_cut(lfa: Lfa, at: int, cut: bool) -> Lfa:
+    """`lfa` with a DRAM cut added at FLC `at` when `cut`."""
+    if not cut:
+        return lfa
+    return Lfa(lfa.order, lfa.flc, lfa.tiling, tuple(sorted({*lfa.dram_cuts, at})))
