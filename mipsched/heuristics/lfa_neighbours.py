@@ -14,9 +14,12 @@ without one, or one deleted; each layer moved to each other valid place in the
 computing order; last, where batch splits are asked for, each tiling number scaled by
 the odd ratios of ODD_FACTORS (same samples per tile, other row and column parts); then
 each FLG split in two (`split_neighbours`: a compound step, the halves retiled
-together). Cheap moves that often pay come first; the odd ratios and the splits come
-last, so the descent takes them only where nothing else pays (listed earlier, the odd
-ratios changed which local optimum 60-s runs reach: docs/decisions.md).
+together); then, with or without a batch, each bridge across an FLC (`bridges`: the
+end of one FLG and the start of the next made an FLG of its own, at a tiling number of
+its own). Cheap moves that often pay come first; the odd ratios, the splits and the
+bridges come last, so the descent takes them only where nothing else pays (listed
+earlier, the odd ratios changed which local optimum 60-s runs reach:
+docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -37,6 +40,13 @@ a power of two and changes only the row and column parts, in steps doubling and 
 cannot take. ResNet-50 / edge / b16's FLG of stage 3's end and stage 4's readers: 13
 tiles beats 11, 15, 26, 6 and every batch split near it, and 39, 65 and 91 tiles (16
 samples in 7 x 13 parts) beat 13; 91 takes 38,016 cycles off the 60-s schedule."""
+
+
+BRIDGE_SPAN = 3
+"""A bridge takes at most this many layers from the end of the FLG before an FLC and
+from the start of the FLG after it (60 bridges on GPT-2 small prefill's 3-FLG LFA, 84
+on ResNet-50 b16's, 295 on ResNet-101 b16's: at most 1.4 s per scan on the Fig. 6
+nets)."""
 
 
 def tiling_neighbours(lfa: Lfa, flgs: Sequence[int] | None = None,
@@ -141,6 +151,44 @@ def order_neighbours(lfa: Lfa, graph: nx.DiGraph) -> Iterator[Lfa]:
                 yield moved(lfa, rest, name, place)
 
 
+def bridges(lfa: Lfa) -> Iterator[Lfa]:
+    """Per FLC that is not a DRAM cut, between FLGs g and g + 1: the last `tail` layers
+    of g (1..BRIDGE_SPAN) and the first `head` of g + 1 (0..BRIDGE_SPAN) made one FLG,
+    at the tiling number of g or g + 1, or double or half either; what is left of g and
+    g + 1 keeps its tiling number (a bridge taking all of g moves the FLC and retiles).
+
+    One move instead of three (an FLC added, one moved, a tiling number), none of which
+    pays alone. The reference's GPT-2 small prefill (edge, batch 1) under E x D: the
+    descent's local optimum [.. FC, res1, norm2, ffn1] x 1 tile, [GeLU, ffn2, res2] x 3
+    (651,792 cycles, 1.3854e9 pJ) becomes [.. FC] x 1, [res1, norm2, ffn1, GeLU] x 2,
+    [ffn2, res2] x 3 (648,720 cycles, 1.3914e9 pJ, E x D 0.04 % lower): ffn1 waits for
+    half the residual's reload of the input instead of all of it, and ffn2's tiles no
+    longer wait for GeLU's. The FLC alone, or with the tiling number, adds energy
+    faster than it takes latency off; moving GeLU alone changes nothing."""
+    bounds = lfa.flg_bounds()
+    for g, cut in enumerate(lfa.flc):
+        if cut in lfa.dram_cuts:
+            continue
+        (first, _), (_, stop) = bounds[g], bounds[g + 1]
+        before, after = lfa.tiling[g], lfa.tiling[g + 1]
+        tilings = [t for t in dict.fromkeys((before, after, 2 * before, before // 2,
+                                             2 * after, after // 2)) if t >= 1]
+        for tail in range(1, min(BRIDGE_SPAN, cut - first) + 1):
+            for head in range(min(BRIDGE_SPAN, stop - cut) + 1):
+                start, end = cut - tail, cut + head
+                cuts = sorted({*lfa.flc, start, end} - {0, len(lfa.order)}
+                              - ({cut} if head else set()))
+                for bridge in tilings:
+                    yield Lfa(lfa.order, tuple(cuts), tuple(
+                        bridge if s == start else lfa.tiling[_flg_at(bounds, s)]
+                        for s in (0, *cuts)), lfa.dram_cuts)
+
+
+def _flg_at(bounds: Sequence[tuple[int, int]], position: int) -> int:
+    """The FLG (index into `bounds`, [start, stop) per FLG) holding `position`."""
+    return next(g for g, (start, stop) in enumerate(bounds) if start <= position < stop)
+
+
 def neighbours(lfa: Lfa, graph: nx.DiGraph, flgs: Sequence[int] | None = None,
                split_batch: int | None = None, ends: Sequence[SparseEnd] = (),
                released: Iterable[Lfa] = ()) -> list[Lfa]:
@@ -148,7 +196,7 @@ def neighbours(lfa: Lfa, graph: nx.DiGraph, flgs: Sequence[int] | None = None,
     moves and splits of FLGs in the order `flgs` (default: first to last); batch splits
     of `split_batch` samples, the odd ratios, the FLG splits, the isolations of the
     sparse `ends` and the plane releases `released` (plane_releases.releases of `lfa`)
-    included when it is given."""
+    included when it is given; the bridges always, last."""
     isolated = () if split_batch is None else (
         candidate for end in ends for candidate in isolations(lfa, end, graph))
     odd = () if split_batch is None else odd_ratio_neighbours(lfa, flgs)
@@ -156,6 +204,6 @@ def neighbours(lfa: Lfa, graph: nx.DiGraph, flgs: Sequence[int] | None = None,
     released = () if split_batch is None else released
     found = dict.fromkeys((*isolated, *released, *tiling_neighbours(lfa, flgs, split_batch),
                            *cut_neighbours(lfa), *order_neighbours(lfa, graph), *odd,
-                           *split))
+                           *split, *bridges(lfa)))
     found.pop(lfa, None)
     return list(found)
