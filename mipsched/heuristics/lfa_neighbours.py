@@ -44,9 +44,9 @@ samples in 7 x 13 parts) beat 13; 91 takes 38,016 cycles off the 60-s schedule."
 
 BRIDGE_SPAN = 3
 """A bridge takes at most this many layers from the end of the FLG before an FLC and
-from the start of the FLG after it (60 bridges on GPT-2 small prefill's 3-FLG LFA, 84
-on ResNet-50 b16's, 295 on ResNet-101 b16's: at most 1.4 s per scan on the Fig. 6
-nets)."""
+from the start of the FLG after it: 72 bridges on GPT-2 small prefill b1's 3-FLG LFA,
+178 on ResNet-50 b16's 60-s LFA, 509 on ResNet-101 b16's (2.0 s per scan with the
+greedy prefetching DLSA, the longest on the Fig. 6 nets)."""
 
 
 def tiling_neighbours(lfa: Lfa, flgs: Sequence[int] | None = None,
