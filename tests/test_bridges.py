@@ -72,6 +72,11 @@ def _gpt2_b1_local_optimum() -> tuple[Lfa, Lowerer]:
     return Lfa(order, (order.index("GeLU"),), (1, 3), ()), Lowerer(workload, EDGE)
 
 
+def _gpt2_bridge(lfa: Lfa) -> Lfa:
+    """The bridge from that LFA: [res1, norm2, ffn1, GeLU] x 2 tiles, [ffn2, res2] x 3."""
+    return Lfa(lfa.order, (lfa.order.index("res1"), lfa.order.index("ffn2")), (1, 2, 3), ())
+
+
 def test_the_bridge_lowers_e_x_d_where_no_other_move_does() -> None:
     """From that local optimum the bridge [res1, norm2, ffn1, GeLU] x 2 tiles, [ffn2,
     res2] x 3 lowers E x D and the latency, to below the reference's (649,728 cycles)."""
@@ -85,8 +90,7 @@ def test_the_bridge_lowers_e_x_d_where_no_other_move_does() -> None:
         scored = prefetched(lowerer, other)
         if other not in found and scored is not None:
             assert prefetched_cost(lowerer, options, scored[0], scored[2]) >= cost
-    order = lfa.order
-    bridge = Lfa(order, (order.index("res1"), order.index("ffn2")), (1, 2, 3), ())
+    bridge = _gpt2_bridge(lfa)
     assert bridge in found
     better = prefetched(lowerer, bridge)
     assert better is not None and better[2] < REFERENCE_LATENCY
@@ -98,8 +102,7 @@ def test_bridges_are_listed_last_with_or_without_a_batch_to_split() -> None:
     move in the neighbourhood, with a batch to split or without."""
     lfa, lowerer = _gpt2_b1_local_optimum()
     graph = lowerer.workload.graph
-    order = lfa.order
-    bridge = Lfa(order, (order.index("res1"), order.index("ffn2")), (1, 2, 3), ())
+    bridge = _gpt2_bridge(lfa)
     singles = {*tiling_neighbours(lfa), *cut_neighbours(lfa), *order_neighbours(lfa, graph)}
     assert bridge not in singles
     for split_batch in (None, 1):

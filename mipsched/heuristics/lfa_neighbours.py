@@ -24,6 +24,7 @@ docs/decisions.md).
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -171,22 +172,18 @@ def bridges(lfa: Lfa) -> Iterator[Lfa]:
             continue
         (first, _), (_, stop) = bounds[g], bounds[g + 1]
         before, after = lfa.tiling[g], lfa.tiling[g + 1]
-        tilings = [t for t in dict.fromkeys((before, after, 2 * before, before // 2,
-                                             2 * after, after // 2)) if t >= 1]
+        tilings = dict.fromkeys((before, after, *_moved_tilings(before, None),
+                                 *_moved_tilings(after, None)))
         for tail in range(1, min(BRIDGE_SPAN, cut - first) + 1):
             for head in range(min(BRIDGE_SPAN, stop - cut) + 1):
                 start, end = cut - tail, cut + head
-                cuts = sorted({*lfa.flc, start, end} - {0, len(lfa.order)}
-                              - ({cut} if head else set()))
+                starts = (0, *sorted({*lfa.flc, start, end} - {0, len(lfa.order)}
+                                     - ({cut} if head else set())))
+                kept = [lfa.tiling[bisect.bisect_right(lfa.flc, s)] for s in starts]
                 for bridge in tilings:
-                    yield Lfa(lfa.order, tuple(cuts), tuple(
-                        bridge if s == start else lfa.tiling[_flg_at(bounds, s)]
-                        for s in (0, *cuts)), lfa.dram_cuts)
-
-
-def _flg_at(bounds: Sequence[tuple[int, int]], position: int) -> int:
-    """The FLG (index into `bounds`, [start, stop) per FLG) holding `position`."""
-    return next(g for g, (start, stop) in enumerate(bounds) if start <= position < stop)
+                    tiling = (bridge if s == start else t
+                              for s, t in zip(starts, kept, strict=True))
+                    yield Lfa(lfa.order, starts[1:], tuple(tiling), lfa.dram_cuts)
 
 
 def neighbours(lfa: Lfa, graph: nx.DiGraph, flgs: Sequence[int] | None = None,
