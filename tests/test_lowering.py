@@ -3,18 +3,27 @@ LFA validity errors."""
 
 from __future__ import annotations
 
-import pytest
+import random
 
-from mipsched.evaluate import evaluate
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mipsched.dlsa_starts import tight_dlsa
+from mipsched.evaluate import buffer_profile, evaluate
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
-from mipsched.schedule.lowering import lower
+from mipsched.schedule.lowering import Lowerer, lower
 from mipsched.schedule.notation import Lfa, ScheduleError
+from mipsched.schedule.placement import tight_peak
 from mipsched.schedule.tile_program import TensorKind
 from mipsched.schedule.tiling import tile_flg
 from mipsched.workload import zoo
 from mipsched.workload.graph import NetBuilder
 from mipsched.workload.layer import Region
+from mipsched.workload.zoo.random_dags import random_dag
+
+from strategies import random_lfa
 
 EDGE = load_hardware("edge")
 
@@ -157,3 +166,21 @@ def test_precedence_links_each_load_to_exactly_the_stores_it_reads(
                 expected.add((store.id, load.id))
     assert set(prog.precedence) == expected
     assert len(stores) == t_producer and len(loads) == t_consumer
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 9), cut_chance=st.sampled_from([0.2, 0.6]))
+def test_tight_peak_is_the_tight_dlsas_peak(seed: int, n: int, cut_chance: float) -> None:
+    """placement.tight_peak, found before the program is built, is the peak buffer of the
+    lowered program's tight DLSA (the least any DLSA holds), on random DAGs and LFAs with
+    ofmaps held across FLGs of an LG and DRAM traffic between LGs."""
+    wl = random_dag(seed, n_layers=n)
+    lowerer = Lowerer(wl, EDGE)
+    lfa = random_lfa(wl, random.Random(seed), tilings=(1, 2, 4), cut_chance=cut_chance)
+    try:
+        placed = lowerer.place(lfa)
+    except ScheduleError:
+        return
+    program = lowerer.lower_placed(placed)
+    assert tight_peak(placed) == max(buffer_profile(program, tight_dlsa(program)))
+    assert program.tiles == lowerer.lower(lfa).tiles

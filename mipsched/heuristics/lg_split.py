@@ -36,13 +36,13 @@ from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.pool import IMapIterator
 
 from mipsched.core import Candidate
-from mipsched.dlsa_starts import tight_dlsa
-from mipsched.evaluate import buffer_profile, evaluate
+from mipsched.evaluate import evaluate
 from mipsched.formulations.lfa.relaxation import power_tilings
 from mipsched.heuristics.partition import cheapest_split, sub_workload
 from mipsched.heuristics.prefetch_anneal import prefetched
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
+from mipsched.schedule.placement import tight_peak
 
 MAX_GROUP_TILES = 2048
 """Most tiles (tiling number x layers) of a group the DP costs: lowering a group takes
@@ -76,11 +76,12 @@ def group_cost(lowerer: Lowerer, layers: tuple[str, ...], least_tiling: int = 1
         if tiling * len(layers) > MAX_GROUP_TILES:
             return None
         try:
-            program = alone.lower(Lfa(layers, (), (tiling,), ()), check=False)
+            placed = alone.place(Lfa(layers, (), (tiling,), ()))
         except ScheduleError:  # the tiling does not divide the work
             continue
-        if max(buffer_profile(program, tight_dlsa(program))) > hw.gbuf.capacity_bytes:
+        if tight_peak(placed) > hw.gbuf.capacity_bytes:
             continue
+        program = alone.lower_placed(placed)
         tile_cycles = sum(t.compute_cycles for t in program.tiles)
         dram_cycles = sum(t.access_cycles for t in program.tensors)
         return tiling, max(tile_cycles, dram_cycles)

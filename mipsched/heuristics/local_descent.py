@@ -22,7 +22,12 @@ bound.
 
 The scan is cyclic: after an improvement it goes on from the same place in the new
 LFA's neighbourhood, and it ends once a whole neighbourhood has been tried without one
-(a local optimum), at the deadline, on Ctrl-C or at the target latency.
+(a local optimum), at the deadline, on Ctrl-C or at the target latency. It times blocks
+of neighbours in worker processes (descent_scan: the same steps as in one process),
+skipping the neighbours no DLSA fits before their programs are built and those whose
+latency bound already loses before their DLSAs are grown. From ResNet-101 / edge / b16's
+DP split, the descent to its local optimum (16,195,964 cycles) took 201 s timing every
+neighbour in one process, 150 s with the skips and 75 s with the skips on two CPUs.
 """
 
 from __future__ import annotations
@@ -34,9 +39,11 @@ from mipsched.core import Candidate, SearchOptions
 from mipsched.evaluate import evaluate
 from mipsched.formulations.bounds import layer_compute_cycles
 from mipsched.formulations.lfa.relaxation import certified_over_powers_of_two
+from mipsched.heuristics.descent_scan import NeighbourScan
 from mipsched.heuristics.lfa_neighbours import neighbours
 from mipsched.heuristics.plane_releases import releases, whole_readers
 from mipsched.heuristics.prefetch_anneal import prefetched, prefetched_cost
+from mipsched.heuristics.soma_sa import sa_workers
 from mipsched.heuristics.sparse_ends import SparseEnd, sparse_ends
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.tile_program import TileProgram
@@ -59,20 +66,23 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     around = neighbours(lfa, graph, by_excess(program, least), split, ends,
                         releases(lfa, lowerer.workload, readers))
     at = tried = 0
-    while tried < len(around) and not options.should_stop(deadline, latency):
-        candidate = around[at % len(around)]
-        at, tried = at + 1, tried + 1
-        found = prefetched(lowerer, candidate)
-        if found is None:
-            continue
-        new_cost = prefetched_cost(lowerer, options, found[0], found[2])
-        if new_cost < cost:
-            lfa, (program, dlsa, latency), cost = candidate, found, new_cost
+    with NeighbourScan(lowerer, options, sa_workers(options), program.n_tiles,
+                       deadline) as scan:
+        while tried < len(around) and not options.should_stop(deadline, latency):
+            block = [around[(at + k) % len(around)]
+                     for k in range(min(scan.block, len(around) - tried))]
+            hit = scan.first_better(block, cost)
+            if hit is None:
+                at, tried = at + len(block), tried + len(block)
+                continue
+            k, found = hit
+            lfa, (program, dlsa, latency) = block[k], found
+            cost = prefetched_cost(lowerer, options, program, latency)
             if options.trail is not None:
                 options.trail.offer(latency, cost)
             around = neighbours(lfa, graph, by_excess(program, least), split, ends,
                                 releases(lfa, lowerer.workload, readers))
-            at, tried = at - 1, 0
+            at, tried = at + k, 0
     if lfa == start.lfa:
         return None
     better = Candidate(lfa, program, dlsa, evaluate(program, dlsa, check=False))

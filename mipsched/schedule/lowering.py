@@ -206,10 +206,13 @@ class Lowerer:
         """The tile program of `lfa`; with `check`, the LFA is validated first (unchecked
         LFAs must be valid too; lowering relies on every FLG lying inside one LG).
         `remember` as in `plan`."""
-        wl = self.workload
         if check:
-            check_lfa(wl, lfa)
-        placed = self.place(lfa, remember)
+            check_lfa(self.workload, lfa)
+        return self.lower_placed(self.place(lfa, remember))
+
+    def lower_placed(self, placed: Placement) -> TileProgram:
+        """The tile program of an LFA placed by `place`."""
+        wl = self.workload
         lg = 0
         tiles = []
         for g, (segment, base) in enumerate(zip(placed.segments, placed.bases,

@@ -16,6 +16,7 @@ import bisect
 import itertools
 import operator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from mipsched.cost import TileCost
@@ -113,6 +114,19 @@ class Segment:
     held: tuple[tuple[tuple[str, ...], int], ...]
     """Per held step (traffic.held), its readers in later FLGs of the LG and the bytes of
     its whole ofmap, held from the FLG's end to the last tile of the last of them."""
+
+    @cached_property
+    def tight_bytes(self) -> list[int]:
+        """The least buffer bytes any DLSA holds on each tile of the FLG for it (relative
+        positions): its on-chip bytes, every load from its first use to its last, every
+        store on its producer's tile (dlsa_starts.tight_dlsa); memoised with the segment."""
+        diff = [0] * (len(self.onchip) + 1)
+        for t in self.transfers:
+            first, last = ((t.producer, t.producer) if t.kind == TensorKind.STORE_OFMAP
+                           else (t.first_use, t.last_use))
+            diff[first] += t.bytes
+            diff[last + 1] -= t.bytes
+        return list(map(operator.add, self.onchip, itertools.accumulate(diff[:-1])))
 
 
 #: An ofmap held on chip for later FLGs of its LG, from the end of its FLG (the shares
@@ -246,6 +260,20 @@ def make_segment(plan: FlgPlan, inside: tuple[bool, ...], weights: dict[str, int
         held.append((tuple(readers[j]), sum(shares)))
     onchip = list(map(operator.add, plan.local_onchip, itertools.accumulate(diff[:-1])))
     return Segment(plan, traffic, transfers, onchip, tuple(held))
+
+
+def tight_peak(placed: Placement) -> int:
+    """The least buffer peak (bytes) of any DLSA of the placed LFA: the peak of its
+    segments' tight_bytes plus the ofmaps held across FLGs. It equals the peak of
+    dlsa_starts.tight_dlsa on the lowered program, so the LFA has a DLSA that fits a
+    buffer if and only if this fits it, known before the tile program is built."""
+    later = [0] * (placed.n_tiles + 1)
+    for after, end, size, _ in placed.holds:
+        later[after] += size
+        later[end + 1] -= size
+    tight = itertools.chain.from_iterable(map(operator.attrgetter("tight_bytes"),
+                                              placed.segments))
+    return max(map(operator.add, tight, itertools.accumulate(later[:-1])), default=0)
 
 
 def lg_crossings(lfa: Lfa, plans: list[FlgPlan], starts: tuple[int, ...], g0: int
