@@ -88,6 +88,10 @@ class _Claims:
         with self.found_at.get_lock():
             self.found_at.value = min(self.found_at.value, at)
 
+    def end(self) -> None:
+        """No process claims more of this block (the deadline or Ctrl-C came)."""
+        self.found(-1)
+
 
 _NONE = 2**62
 """No position (found_at before any is found); also a latency no target is reached by
@@ -103,7 +107,11 @@ def _first_better(lowerer: Lowerer, options: SearchOptions, lfas: list[Lfa], cos
     at = -1
     while True:
         at = at + 1 if claims is None else claims.claim(len(lfas))
-        if at is None or at >= len(lfas) or options.should_stop(until, _NONE):
+        if at is None or at >= len(lfas):
+            return None
+        if options.should_stop(until, _NONE):
+            if claims is not None:  # the workers see neither this one's Ctrl-C nor its stop
+                claims.end()
             return None
         found = better_than(lowerer, options, lfas[at], cost)
         if found is not None:
