@@ -222,12 +222,8 @@ class Lowerer:
                              segment.plan.steps, base))
             lg += placed.lg_ends[g]
         tensors, precedence = self._dram_tensors(placed)
-        later = [0] * (placed.n_tiles + 1)
-        for after, end, size, _ in placed.holds:
-            later[after] += size
-            later[end + 1] -= size
         local = itertools.chain.from_iterable(s.onchip for s in placed.segments)
-        onchip = list(map(operator.add, local, itertools.accumulate(later[:-1])))
+        onchip = list(map(operator.add, local, placed.held_bytes))
         totals = WorkloadTotals(wl.name, wl.batch, wl.total_macs, wl.total_ops,
                                 wl.total_weight_bytes, self.hw.peak_ops_per_cycle,
                                 self.unit_cycles)

@@ -151,6 +151,17 @@ class Placement:
     reused: int = 0
     """How many leading FLGs were taken from the placement it was derived from."""
 
+    @cached_property
+    def held_bytes(self) -> list[int]:
+        """Bytes of the ofmaps held across FLGs (`holds`) on each tile; memoised with the
+        placement (the buffer check and the lowering of a descent's neighbour both read
+        it)."""
+        later = [0] * (self.n_tiles + 1)
+        for after, end, size, _ in self.holds:
+            later[after] += size
+            later[end + 1] -= size
+        return list(itertools.accumulate(later[:-1]))
+
 
 @dataclass(frozen=True)
 class Column:
@@ -267,13 +278,9 @@ def tight_peak(placed: Placement) -> int:
     segments' tight_bytes plus the ofmaps held across FLGs. It equals the peak of
     dlsa_starts.tight_dlsa on the lowered program, so the LFA has a DLSA that fits a
     buffer if and only if this fits it, known before the tile program is built."""
-    later = [0] * (placed.n_tiles + 1)
-    for after, end, size, _ in placed.holds:
-        later[after] += size
-        later[end + 1] -= size
     tight = itertools.chain.from_iterable(map(operator.attrgetter("tight_bytes"),
                                               placed.segments))
-    return max(map(operator.add, tight, itertools.accumulate(later[:-1])), default=0)
+    return max(map(operator.add, tight, placed.held_bytes), default=0)
 
 
 def lg_crossings(lfa: Lfa, plans: list[FlgPlan], starts: tuple[int, ...], g0: int
