@@ -155,17 +155,29 @@ def read_mask(layer: Layer, index: int, ins: Sequence[Shape], out: np.ndarray
 
 
 def _window_reads(layer: Layer, src: Shape, out: np.ndarray) -> np.ndarray:
-    """Input positions that some kernel tap of a needed output position reads."""
-    reads = np.zeros((src.h, src.w), dtype=bool)
-    rows, cols = np.nonzero(out)
+    """Input positions that some kernel tap of a needed output position reads.
+
+    The taps of output position (r, c) read rows r*sh - top + ki*dh and columns
+    c*sw - left + kj*dw: the product of a row set and a column set, so the reads are the
+    needed positions spread onto the stride grid, dilated by the kernel's row offsets and
+    then by its column offsets (kh + kw array passes, not kh x kw scatters), cut to the
+    input plane."""
     (sh, sw), (dh, dw) = layer.stride, layer.dilation
-    top, left = layer.padding
-    for ki in range(layer.kernel[0]):
-        y = rows * sh - top + ki * dh
-        for kj in range(layer.kernel[1]):
-            x = cols * sw - left + kj * dw
-            inside = (y >= 0) & (y < src.h) & (x >= 0) & (x < src.w)
-            reads[y[inside], x[inside]] = True
+    (kh, kw), (top, left) = layer.kernel, layer.padding
+    span_h, span_w = (out.shape[0] - 1) * sh + 1, (out.shape[1] - 1) * sw + 1
+    spread = np.zeros((span_h, span_w), dtype=bool)
+    spread[::sh, ::sw] = out
+    tall = np.zeros((span_h + (kh - 1) * dh, span_w), dtype=bool)
+    for ki in range(kh):
+        tall[ki * dh:ki * dh + span_h] |= spread
+    wide = np.zeros((tall.shape[0], span_w + (kw - 1) * dw), dtype=bool)
+    for kj in range(kw):
+        wide[:, kj * dw:kj * dw + span_w] |= tall
+    reads = np.zeros((src.h, src.w), dtype=bool)
+    y0, x0 = max(top, 0), max(left, 0)
+    y1, x1 = min(wide.shape[0], top + src.h), min(wide.shape[1], left + src.w)
+    if y1 > y0 and x1 > x0:
+        reads[y0 - top:y1 - top, x0 - left:x1 - left] = wide[y0:y1, x0:x1]
     return reads
 
 
