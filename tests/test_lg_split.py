@@ -25,6 +25,7 @@ from mipsched.hw.load import load_hardware
 from mipsched.hw.overrides import with_overrides
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa
+from mipsched.solve import methods
 from mipsched.solve.methods import _split_step
 from mipsched.solve.network import simulator_rejection
 from mipsched.workload import zoo
@@ -152,11 +153,43 @@ def test_gpt2_prefill_b16_split_beats_the_unfused_schedule_and_auto_s_old_result
 def test_auto_descends_from_the_split_to_a_local_optimum(net, batch) -> None:
     """auto's split step (solve/methods.py) returns the descent's local optimum from the
     split, a replayable schedule better than the split itself on these nets (resblock
-    b1: 95,072 -> 79,872 cycles, its proven optimum)."""
+    b1: 95,072 -> 79,872 cycles, its proven optimum), and says the descent was not cut
+    short (there is no deadline)."""
     lowerer = Lowerer(zoo.get(net, batch), EDGE)
     raw = lg_split_start(lowerer)
     options = SearchOptions(workers=1)
-    found = _split_step(lowerer, options, None)
-    assert found is not None and simulator_rejection(found) is None
+    found, cut = _split_step(lowerer, options, None)
+    assert not cut and found is not None and simulator_rejection(found) is None
     assert options.objective.cost(found.evaluation) < options.objective.cost(raw.evaluation)
     assert descend(lowerer, found, options, None) is None
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_auto_resumes_a_cut_split_descent_before_sa(monkeypatch, cut) -> None:
+    """Where the split's descent ran out of its share, auto resumes it from the split's
+    result before SA starts; where it reached its local optimum, SA comes next."""
+    steps: list[str] = []
+    real_split, real_resumed, real_sa = \
+        methods._split_step, methods._resumed_descent, methods.soma_sa
+
+    def split_step(*args):
+        found, _ = real_split(*args)
+        steps.append("split")
+        return found, cut
+
+    def resumed(lowerer, best, options, deadline):
+        steps.append("resumed")
+        return real_resumed(lowerer, best, options, deadline)
+
+    def sa(lowerer, options):
+        steps.append("sa")
+        return real_sa(lowerer, options)
+
+    monkeypatch.setattr(methods, "_split_step", split_step)
+    monkeypatch.setattr(methods, "_resumed_descent", resumed)
+    monkeypatch.setattr(methods, "soma_sa", sa)
+    result = methods.auto(Lowerer(zoo.get("resblock", 1), EDGE),
+                          SearchOptions(workers=1, time_limit=4.0))
+    assert simulator_rejection(result.best) is None
+    expected = ["split", "resumed", "sa"] if cut else ["split", "sa"]
+    assert steps[:len(expected)] == expected

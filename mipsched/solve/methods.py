@@ -2,7 +2,8 @@
 `--method auto`, `cpsat` and `exact`.
 
 - auto: the DP's split of the order into LGs with their own tilings (lg_split),
-  descended to a local optimum (local_descent), then SoMa's SA for a share of the
+  descended to a local optimum (local_descent; where its share of the time runs out
+  first, the descent is resumed once more), then SoMa's SA for a share of the
   budget; then the LFA annealed again with every
   candidate timed under its prefetching DLSA (prefetch_anneal), from the better of SA's
   best and the split, and
@@ -163,10 +164,20 @@ def _dlsa_step(cand: Candidate, options: SearchOptions, seconds: float,
 
 def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     """`--method auto`: the DP's LG split (at most SPLIT_SHARE of the time) and the
-    descent from it, SA for SA_SHARE of the time left, then `refine` from the better of
-    the two; the best schedule by the objective (latency in cycles, energy in pJ)."""
+    descent from it, resumed once if it ran out of its share, SA for SA_SHARE of the time
+    left, then `refine` from the better of the two; the best schedule by the objective
+    (latency in cycles, energy in pJ).
+
+    A descent still cut short after its share is on a net where each step still gains
+    and SA's share gains less: ResNet-101 / edge / b16 at --time-limit 60 (latency), SA
+    never gave the final schedule, and resuming the descent there took auto from
+    16,287,428 / 16,294,564 / 16,188,916 cycles to 16,147,108 (twice) on the same
+    machine. Where the split's descent ends at a local optimum (ResNet-50 and GPT-2
+    small prefill b16, GoogLeNet b16, VGG-19 b16) nothing changes."""
     deadline = options.deadline()
-    split = _split_step(lowerer, options, deadline)
+    split, cut = _split_step(lowerer, options, deadline)
+    if split is not None and cut:  # a net this large gains more from the descent than SA
+        split = _resumed_descent(lowerer, split, options, deadline)[0] or split
     sa_limit = None if deadline is None else SA_SHARE * _left(deadline)
     sa = soma_sa(lowerer, _limited(options, sa_limit))
     offer(options, sa.best)
@@ -305,12 +316,13 @@ def _polish(lowerer: Lowerer, best: Candidate, options: SearchOptions,
 
 
 def _split_step(lowerer: Lowerer, options: SearchOptions, deadline: float | None
-                ) -> Candidate | None:
+                ) -> tuple[Candidate | None, bool]:
     """The local optimum the descent reaches (within DESCENT_SHARE of the time left) from
     the DP's LG split with its prefetching DLSA (`lg_split.lg_split_start`, its group
     costs on `sa_workers` processes), the split found within SPLIT_SHARE of the time to
     `deadline` or SPLIT_MIN_SECONDS if longer (and at most SPLIT_MAX_SHARE of it; no
-    limit without a deadline); None if the split is not found in time.
+    limit without a deadline), None if the split is not found in time; and whether the
+    descent ran out of its time (`_descent_step`).
 
     The split keeps the workload's layer order, and from it the descent reaches what SA's
     annealed orders do not: GPT-2 XL prefill / cloud / b16, split 11,537,400 cycles,
@@ -319,7 +331,7 @@ def _split_step(lowerer: Lowerer, options: SearchOptions, deadline: float | None
     26 MB of transposed keys are stored in one burst and the attention waits 139,000
     cycles for its first load behind them)."""
     if options.stop.is_set():
-        return None
+        return None, False
     until = None
     if deadline is not None:
         left = _left(deadline)
@@ -327,9 +339,9 @@ def _split_step(lowerer: Lowerer, options: SearchOptions, deadline: float | None
                                           min(SPLIT_MIN_SECONDS, SPLIT_MAX_SHARE * left))
     found = lg_split_start(lowerer, until, sa_workers(options), options.stop.is_set)
     if found is None:
-        return None
+        return None, False
     offer(options, found)
-    return _descent_step(lowerer, found, options, deadline)[0]
+    return _descent_step(lowerer, found, options, deadline)
 
 
 def cpsat(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
