@@ -173,11 +173,9 @@ def _window_reads(layer: Layer, src: Shape, out: np.ndarray) -> np.ndarray:
     wide = np.zeros((tall.shape[0], span_w + (kw - 1) * dw), dtype=bool)
     for kj in range(kw):
         wide[:, kj * dw:kj * dw + span_w] |= tall
+    inside = wide[top:top + src.h, left:left + src.w]  # pads are never negative
     reads = np.zeros((src.h, src.w), dtype=bool)
-    y0, x0 = max(top, 0), max(left, 0)
-    y1, x1 = min(wide.shape[0], top + src.h), min(wide.shape[1], left + src.w)
-    if y1 > y0 and x1 > x0:
-        reads[y0 - top:y1 - top, x0 - left:x1 - left] = wide[y0:y1, x0:x1]
+    reads[:inside.shape[0], :inside.shape[1]] = inside
     return reads
 
 
