@@ -81,7 +81,7 @@ from mipsched.workload import zoo
 from mipsched.workload.resolve import resolve_network
 from mipsched.workload.yaml_format import dump_workload
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode="markdown",
                   pretty_exceptions_show_locals=False,
                   help="Schedule DNN workloads on an accelerator and certify the result.")
 

@@ -77,6 +77,19 @@ def test_zoo_and_hw_json() -> None:
     assert presets["cloud"]["peak_ops_per_cycle"] == 2 * 65536
 
 
+def test_help_shows_summaries_whole_and_defaults_in_brackets() -> None:
+    """A command's summary in `mipsched --help` is its docstring's first paragraph with
+    the source's line breaks joined, wrapped only at the terminal's width; an option's
+    default written in square brackets is shown, not taken for console markup."""
+    listed = runner.invoke(app, ["--help"], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0
+    assert "certificate.json and the tile program (program.json" in listed.output
+    solve = runner.invoke(app, ["solve", "--help"], env={"COLUMNS": "300"})
+    text = " ".join(solve.output.replace("│", " ").split())
+    assert "[default: auto for a network, cpsat for a tile program" in text
+    assert "[default: all cores]" in text
+
+
 def check_bad_input(result, needle: str) -> None:
     assert result.exit_code == 2, result.output
     lines = result.stderr.strip().splitlines()

@@ -419,8 +419,10 @@ METHODS: dict[str, Method] = {
                        "double-buffered DLSA", unfused_baseline, anytime=False),
     "sa": Method("SoMa: two-stage simulated annealing (LFA, then DLSA) inside the buffer "
                  "allocator", soma_sa),
-    "auto": Method("SA for 60 % of the time budget, then the CP-SAT LFA model and the "
-                   "exact DLSA model on its best LFA(s)", auto),
+    "auto": Method("the DP's split into LGs and the local descent from it, SA for 60 % of "
+                   "the time left, the LFA annealed again and descended under greedy "
+                   "prefetching DLSAs, then the exact DLSA model and the CP-SAT LFA model "
+                   "on the best LFA(s); time left goes to more annealing and descent", auto),
     "cpsat": Method("the CP-SAT LFA segment model, then the exact DLSA model on its LFA",
                     cpsat),
     "exact": Method("SA for a quarter of the time budget, then branch and bound over LFAs "
