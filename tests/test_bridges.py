@@ -84,17 +84,17 @@ def test_the_bridge_lowers_e_x_d_where_no_other_move_does() -> None:
     options = SearchOptions(objective=OBJECTIVES["edp"])
     start = prefetched(lowerer, lfa)
     assert start is not None and start[2] > REFERENCE_LATENCY
-    cost = prefetched_cost(lowerer, options, start[0], start[2])
+    cost = prefetched_cost(lowerer, options, start[0].energy_pj, start[2])
     found = set(bridges(lfa))
     for other in neighbours(lfa, lowerer.workload.graph, split_batch=1):
         scored = prefetched(lowerer, other)
         if other not in found and scored is not None:
-            assert prefetched_cost(lowerer, options, scored[0], scored[2]) >= cost
+            assert prefetched_cost(lowerer, options, scored[0].energy_pj, scored[2]) >= cost
     bridge = _gpt2_bridge(lfa)
     assert bridge in found
     better = prefetched(lowerer, bridge)
     assert better is not None and better[2] < REFERENCE_LATENCY
-    assert prefetched_cost(lowerer, options, better[0], better[2]) < cost
+    assert prefetched_cost(lowerer, options, better[0].energy_pj, better[2]) < cost
 
 
 def test_bridges_are_listed_last_with_or_without_a_batch_to_split() -> None:

@@ -37,7 +37,7 @@ EDGE = load_hardware("edge")
 def test_better_than_is_the_prefetched_cost_below_the_threshold(
         seed: int, n: int, capacity: int, objective: str, margin: float) -> None:
     """better_than(lfa, cost) times an LFA exactly when its prefetched objective is below
-    `cost`, with that timing: the fit check and the program_bound cut lose nothing
+    `cost`, with that timing: the fit check and the placement_bound cut lose nothing
     (thresholds just above, at and below the LFA's own objective, small buffers)."""
     wl = random_dag(seed, n_layers=n)
     hw = dataclasses.replace(EDGE, gbuf=dataclasses.replace(EDGE.gbuf,
@@ -46,7 +46,8 @@ def test_better_than_is_the_prefetched_cost_below_the_threshold(
     options = SearchOptions(objective=OBJECTIVES[objective])
     lfa = random_lfa(wl, random.Random(seed), tilings=(1, 2, 4))
     timed = prefetched(lowerer, lfa)
-    own = None if timed is None else prefetched_cost(lowerer, options, timed[0], timed[2])
+    own = None if timed is None else prefetched_cost(lowerer, options, timed[0].energy_pj,
+                                                     timed[2])
     cost = margin * (own if own is not None else 1e30)
     found = better_than(lowerer, options, lfa, cost)
     if own is None or own >= cost:
@@ -64,7 +65,7 @@ def _scored_neighbours(lowerer: Lowerer, options: SearchOptions, lfa: Lfa, count
     for other in around:
         timed = prefetched(lowerer, other)
         costs.append(float("inf") if timed is None else
-                     prefetched_cost(lowerer, options, timed[0], timed[2]))
+                     prefetched_cost(lowerer, options, timed[0].energy_pj, timed[2]))
     return around, costs
 
 

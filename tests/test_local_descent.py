@@ -202,7 +202,7 @@ def test_descent_ends_at_a_local_optimum_no_worse_than_its_start(
         best = start
         base = prefetched(lowerer, start.lfa)
         assert base is not None
-        best_cost = prefetched_cost(lowerer, options, base[0], base[2])
+        best_cost = prefetched_cost(lowerer, options, base[0].energy_pj, base[2])
     else:
         best = found
         assert options.objective.cost(found.evaluation) < options.objective.cost(start.evaluation)
@@ -212,7 +212,7 @@ def test_descent_ends_at_a_local_optimum_no_worse_than_its_start(
     for other in neighbours(best.lfa, wl.graph):
         scored = prefetched(lowerer, other)
         if scored is not None:
-            assert prefetched_cost(lowerer, options, scored[0], scored[2]) >= best_cost
+            assert prefetched_cost(lowerer, options, scored[0].energy_pj, scored[2]) >= best_cost
 
 
 def test_descent_stops_at_its_deadline() -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from mipsched.dlsa_starts import tight_dlsa
 from mipsched.evaluate import buffer_profile, evaluate
+from mipsched.formulations.bounds import placement_bound, program_bound
 from mipsched.hw import load_hardware
 from mipsched.schedule.default_dlsa import default_dlsa
 from mipsched.schedule.lowering import Lowerer, lower
@@ -173,7 +174,8 @@ def test_precedence_links_each_load_to_exactly_the_stores_it_reads(
 def test_tight_peak_is_the_tight_dlsas_peak(seed: int, n: int, cut_chance: float) -> None:
     """placement.tight_peak, found before the program is built, is the peak buffer of the
     lowered program's tight DLSA (the least any DLSA holds), on random DAGs and LFAs with
-    ofmaps held across FLGs of an LG and DRAM traffic between LGs."""
+    ofmaps held across FLGs of an LG and DRAM traffic between LGs; the placement's
+    latency bound and energy are the program's, to the last bit."""
     wl = random_dag(seed, n_layers=n)
     lowerer = Lowerer(wl, EDGE)
     lfa = random_lfa(wl, random.Random(seed), tilings=(1, 2, 4), cut_chance=cut_chance)
@@ -184,3 +186,5 @@ def test_tight_peak_is_the_tight_dlsas_peak(seed: int, n: int, cut_chance: float
     program = lowerer.lower_placed(placed)
     assert tight_peak(placed) == max(buffer_profile(program, tight_dlsa(program)))
     assert program.tiles == lowerer.lower(lfa).tiles
+    assert placement_bound(placed) == program_bound(program)
+    assert placed.energy_pj(EDGE.dram.energy_pj_per_byte) == program.energy_pj

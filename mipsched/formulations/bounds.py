@@ -53,8 +53,9 @@ bound, so their product is at least the product of the bounds.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -71,6 +72,7 @@ from mipsched.cost.core_array import (
 from mipsched.cost.tile import tile_cost
 from mipsched.formulations.needed import needed, needed_masks, read_needs
 from mipsched.hw.model import Hardware
+from mipsched.schedule.placement import Placement
 from mipsched.schedule.tile_program import TileProgram
 from mipsched.workload.graph import Workload
 from mipsched.workload.layer import MAC_OPS, Layer, Op, Region
@@ -366,8 +368,26 @@ def program_bound(program: TileProgram) -> int:
             loads_by[t.first_use] += t.access_cycles
         elif 0 <= t.producer < n:
             stores_by[t.producer] += t.access_cycles
-    cycles = program.tile_cycles
-    best = program.ideal_cycles
+    return _head_and_tail(program.ideal_cycles, program.tile_cycles, loads_by, stores_by)
+
+
+def placement_bound(placed: Placement) -> int:
+    """program_bound of the placed LFA's tile program, from its segments, before the
+    program is built (the descent skips, unbuilt, the neighbours it shows cannot win)."""
+    cycles = [step[3] for segment in placed.segments for step in segment.plan.steps]
+    by_tile = [segment.dram_by_tile for segment in placed.segments]
+    loads_by = list(itertools.chain.from_iterable(loads for loads, _ in by_tile))
+    stores_by = list(itertools.chain.from_iterable(stores for _, stores in by_tile))
+    return _head_and_tail(max(sum(cycles), sum(loads_by) + sum(stores_by)), cycles, loads_by,
+                          stores_by)
+
+
+def _head_and_tail(ideal: int, cycles: Sequence[int], loads_by: Sequence[int],
+                   stores_by: Sequence[int]) -> int:
+    """program_bound from the ideal (cycles), the tiles' cycles and, per tile, the DRAM
+    cycles of the loads it uses first and of the stores it produces."""
+    n = len(cycles)
+    best = ideal
     loads_upto = 0  # DRAM cycles of loads first used by tiles 0..p
     compute_before = 0  # cycles of tiles 0..p-1
     head = -math.inf  # max over p <= r of loads_upto(p) - compute_before(p)

@@ -57,7 +57,7 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
     if first is None:
         return None
     lfa, (program, dlsa, latency) = start.lfa, first
-    cost = prefetched_cost(lowerer, options, program, latency)
+    cost = prefetched_cost(lowerer, options, program.energy_pj, latency)
     graph = lowerer.workload.graph
     split = None if certified_over_powers_of_two(lowerer.workload) else lowerer.workload.batch
     least = _least_compute(lowerer)
@@ -77,7 +77,7 @@ def descend(lowerer: Lowerer, start: Candidate, options: SearchOptions,
                 continue
             k, found = hit
             lfa, (program, dlsa, latency) = block[k], found
-            cost = prefetched_cost(lowerer, options, program, latency)
+            cost = prefetched_cost(lowerer, options, program.energy_pj, latency)
             if options.trail is not None:
                 options.trail.offer(latency, cost)
             around = neighbours(lfa, graph, by_excess(program, least), split, ends,

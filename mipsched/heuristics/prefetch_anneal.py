@@ -32,7 +32,7 @@ from mipsched.heuristics.annealing import Cooling, Progress
 from mipsched.heuristics.lfa_moves import propose
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Dlsa, Lfa, ScheduleError
-from mipsched.schedule.placement import tight_peak
+from mipsched.schedule.placement import Placement, tight_peak
 from mipsched.schedule.tile_program import TileProgram
 
 LFA_FACTOR = 100
@@ -51,16 +51,21 @@ def prefetched(lowerer: Lowerer, lfa: Lfa) -> tuple[TileProgram, Dlsa, int] | No
 
 def fitting_program(lowerer: Lowerer, lfa: Lfa) -> TileProgram | None:
     """`lfa`'s tile program if some DLSA of it fits the buffer, else None (also when it
-    cannot be lowered). Whether one fits is known from the placement (tight_peak), before
-    the program is built: two thirds of the neighbours of ResNet-101 / edge / b16's DP
-    split do not fit, and building their programs took half the descent's time."""
+    cannot be lowered)."""
+    placed = fitting_placement(lowerer, lfa)
+    return None if placed is None else lowerer.lower_placed(placed)
+
+
+def fitting_placement(lowerer: Lowerer, lfa: Lfa) -> Placement | None:
+    """`lfa` placed if some DLSA of it fits the buffer, else None (also when it cannot be
+    lowered). Whether one fits is known from the placement (tight_peak), before the tile
+    program is built: two thirds of the neighbours of ResNet-101 / edge / b16's DP split
+    do not fit, and building their programs took half the descent's time."""
     try:
         placed = lowerer.place(lfa)
     except ScheduleError:
         return None
-    if tight_peak(placed) > lowerer.hw.gbuf.capacity_bytes:
-        return None
-    return lowerer.lower_placed(placed)
+    return None if tight_peak(placed) > lowerer.hw.gbuf.capacity_bytes else placed
 
 
 def prefetched_dlsa(program: TileProgram) -> tuple[TileProgram, Dlsa, int] | None:
@@ -72,13 +77,13 @@ def prefetched_dlsa(program: TileProgram) -> tuple[TileProgram, Dlsa, int] | Non
     return program, *fastest_order(program, prefetch_dlsa(program, *start))
 
 
-def prefetched_cost(lowerer: Lowerer, options: SearchOptions, program: TileProgram,
+def prefetched_cost(lowerer: Lowerer, options: SearchOptions, energy_pj: float,
                     latency_cycles: int) -> float:
-    """The objective of `program` run in `latency_cycles` cycles, with the energy
-    evaluate() gives (static power included)."""
+    """The objective of a tile program of energy `energy_pj` (its energy_pj: static
+    excluded) run in `latency_cycles` cycles, with the energy evaluate() gives (static
+    power included)."""
     static = lowerer.hw.static_pj_per_cycle
-    return options.objective.cost_of(program.energy_pj + static * latency_cycles,
-                                     latency_cycles)
+    return options.objective.cost_of(energy_pj + static * latency_cycles, latency_cycles)
 
 
 def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
@@ -92,7 +97,7 @@ def anneal_prefetched(lowerer: Lowerer, start: Lfa, options: SearchOptions,
     graph = lowerer.workload.graph
 
     def cost_of(program: TileProgram, latency_cycles: int) -> float:
-        return prefetched_cost(lowerer, options, program, latency_cycles)
+        return prefetched_cost(lowerer, options, program.energy_pj, latency_cycles)
 
     first = prefetched(lowerer, start)
     if first is None:

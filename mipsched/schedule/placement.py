@@ -128,6 +128,18 @@ class Segment:
             diff[last + 1] -= t.bytes
         return list(map(operator.add, self.onchip, itertools.accumulate(diff[:-1])))
 
+    @cached_property
+    def dram_by_tile(self) -> tuple[list[int], list[int]]:
+        """DRAM cycles of the loads first used by each tile of the FLG, and of the stores
+        each tile produces (relative positions); memoised with the segment."""
+        loads, stores = [0] * len(self.onchip), [0] * len(self.onchip)
+        for t in self.transfers:
+            if t.kind == TensorKind.STORE_OFMAP:
+                stores[t.producer] += t.access_cycles
+            else:
+                loads[t.first_use] += t.access_cycles
+        return loads, stores
+
 
 #: An ofmap held on chip for later FLGs of its LG, from the end of its FLG (the shares
 #: before are in the segment's on-chip bytes): (first tile, last tile, bytes, readers).
@@ -161,6 +173,13 @@ class Placement:
             later[after] += size
             later[end + 1] -= size
         return list(itertools.accumulate(later[:-1]))
+
+    def energy_pj(self, dram_pj_per_byte: float) -> float:
+        """The lowered program's energy_pj (tile energy plus DRAM energy, pJ), summed in
+        the same order, so equal to the last bit, before the program is built."""
+        steps = itertools.chain.from_iterable(s.plan.steps for s in self.segments)
+        dram_bytes = sum(t.bytes for s in self.segments for t in s.transfers)
+        return sum(map(operator.itemgetter(4), steps)) + dram_pj_per_byte * dram_bytes
 
 
 @dataclass(frozen=True)
