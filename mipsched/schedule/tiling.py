@@ -89,26 +89,33 @@ def choose_grid(workload: Workload, layers: tuple[str, ...], tiling: int) -> Til
         raise ScheduleError(f"tiling number {tiling:,} of FLG [{layers[0]} .. {layers[-1]}] "
                             f"exceeds the cap of {MAX_TILES:,} tiles per tile program")
     batch_parts = math.gcd(tiling, workload.batch)
-    rest = tiling // batch_parts
     h_min = min(workload.layers[n].out.h for n in layers)
     w_min = min(workload.layers[n].out.w for n in layers)
-    best: tuple[float, int, int] | None = None
-    for hp in range(1, min(rest, h_min) + 1 if rest <= h_min * w_min else 1):
-        if rest % hp:
-            continue
-        wp = rest // hp
-        if hp > h_min or wp > w_min:
-            continue
-        skew = abs(math.log((h_min / hp) / (w_min / wp)))
-        if best is None or skew < best[0]:
-            best = (skew, hp, wp)
-    if best is None:
+    split = plane_split(tiling // batch_parts, h_min, w_min)
+    if split is None:
         raise ScheduleError(
             f"tiling number {tiling} does not divide the work of FLG [{layers[0]} .. "
             f"{layers[-1]}]: batch {workload.batch}, smallest output plane {h_min}x{w_min} "
             f"(layer '{_smallest(workload, layers)}')"
         )
-    return TileGrid(batch_parts, best[1], best[2])
+    return TileGrid(batch_parts, *split)
+
+
+def plane_split(parts: int, h_min: int, w_min: int) -> tuple[int, int] | None:
+    """(height parts, width parts) of `parts` plane parts: the factor pair whose part
+    aspect is nearest the smallest plane's (h_min x w_min), the fewest height parts on a
+    tie, neither above the plane's side; None when no pair fits."""
+    best: tuple[float, int, int] | None = None
+    for hp in range(1, min(parts, h_min) + 1 if parts <= h_min * w_min else 1):
+        if parts % hp:
+            continue
+        wp = parts // hp
+        if hp > h_min or wp > w_min:
+            continue
+        skew = abs(math.log((h_min / hp) / (w_min / wp)))
+        if best is None or skew < best[0]:
+            best = (skew, hp, wp)
+    return None if best is None else (best[1], best[2])
 
 
 def _smallest(workload: Workload, layers: tuple[str, ...]) -> str:
