@@ -3,7 +3,8 @@
 
 - auto: the DP's split of the order into LGs with their own tilings (lg_split),
   descended to a local optimum (local_descent; where its share of the time runs out
-  first, the descent is resumed once more), then SoMa's SA for a share of the
+  first, the descent is resumed once more), the DLSA model on it and on its rival
+  tiling (tiling_rivals) where it has one, then SoMa's SA for a share of the
   budget; then the LFA annealed again with every
   candidate timed under its prefetching DLSA (prefetch_anneal), from the better of SA's
   best and the split, and
@@ -53,6 +54,7 @@ from mipsched.heuristics.local_descent import descend
 from mipsched.heuristics.partition import dp_partition, greedy_fusion
 from mipsched.heuristics.prefetch_anneal import anneal_prefetched_chains, prefetched
 from mipsched.heuristics.soma_sa import sa_workers, soma_sa
+from mipsched.heuristics.tiling_rivals import rival
 from mipsched.schedule.lowering import Lowerer
 
 SA_SHARE = 0.6
@@ -97,6 +99,12 @@ the LFA model: the windows converge in seconds on the Fig. 6 cases, while the LF
 found nothing better in 60-s runs on ResNet-50 b1, GPT-2 small prefill b1, RandWire b16
 and Inception-ResNet-v1 b16 (on large nets its segment table takes all its time to
 build), so it comes second."""
+RIVAL_SHARE = 0.5
+"""Share of the time left after the split's descent for the DLSA model on its LFA and on
+its rival (tiling_rivals), half each, where it has one; SA has its share of the rest.
+ResNet-50 / edge / b16 at --time-limit 60: about 10 s each, the rival (stage 3's end at
+78 tiles, not 52) wins and auto ends at 8,575,236 cycles, where it ended at 8,587,468 on
+the split's own LFA."""
 LFA_AFTER_DLSA_SHARE = 0.25
 """Most of the time left then that the LFA model may use (the rest goes to the passes
 on time left, whose annealing, descent and DLSA model do find better schedules there)."""
@@ -175,15 +183,34 @@ def auto(lowerer: Lowerer, options: SearchOptions) -> MethodResult:
     machine. Where the split's descent ends at a local optimum (ResNet-50 and GPT-2
     small prefill b16, GoogLeNet b16, VGG-19 b16) nothing changes."""
     deadline = options.deadline()
+    models: list[ModelRecord] = []
     split, cut = _split_step(lowerer, options, deadline)
     if split is not None and cut:  # a net this large gains more from the descent than SA
         split = _resumed_descent(lowerer, split, options, deadline)[0] or split
+    if split is not None:
+        split = _rival_step(lowerer, split, options, deadline, models)
     sa_limit = None if deadline is None else SA_SHARE * _left(deadline)
     sa = soma_sa(lowerer, _limited(options, sa_limit))
     offer(options, sa.best)
     if _reached(options, sa.best):  # the certified-gap target: no model needed
         return sa
-    return refine(lowerer, sa, options, deadline, split)
+    return refine(lowerer, sa, options, deadline, split, models)
+
+
+def _rival_step(lowerer: Lowerer, best: Candidate, options: SearchOptions,
+                deadline: float | None, models: list[ModelRecord]) -> Candidate:
+    """`best` and its rival (tiling_rivals.rival), each with the DLSA model for half of
+    RIVAL_SHARE of the time left: the better by the objective; `best` itself when it has
+    no rival."""
+    if options.stop.is_set() or _reached(options, best):
+        return best
+    other = rival(lowerer, best)
+    if other is None:
+        return best
+    seconds = _left(deadline, RIVAL_SHARE) / 2
+    own = _dlsa_step(best, options, seconds, models)
+    theirs = _dlsa_step(other, options, seconds, models)
+    return min((own, theirs), key=lambda c: options.objective.cost(c.evaluation))
 
 
 def _prefetch_step(lowerer: Lowerer, start: Candidate, options: SearchOptions,
@@ -234,7 +261,8 @@ def _resumed_descent(lowerer: Lowerer, best: Candidate, options: SearchOptions,
 
 
 def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
-           deadline: float | None, split: Candidate | None = None) -> MethodResult:
+           deadline: float | None, split: Candidate | None = None,
+           models: list[ModelRecord] | None = None) -> MethodResult:
     """auto after its SA run: from the best of SA's best, `split` (the DP's LG split)
     and the warm start, the prefetch-scored annealing, then the descent from what it
     finds and from SA's best and the warm start (`_descend_starts`; all ending
@@ -243,8 +271,9 @@ def refine(lowerer: Lowerer, sa: MethodResult, options: SearchOptions,
     LFA_AFTER_DLSA_SHARE of the time left) and the DLSA model on what that finds, then
     passes on the time left; never worse than `sa` under the objective. Without a
     deadline each model gets MODEL_SECONDS and the annealing one pass. Stops once a
-    schedule reaches `options.target_latency`."""
-    models: list[ModelRecord] = []
+    schedule reaches `options.target_latency`. `models`: the CP-SAT models solved
+    before (this run's are added)."""
+    models = [] if models is None else models
     cost = options.objective.cost
     starts = [sa.best, *(c for c in (options.start, split) if c is not None)]
     first_start = min(starts, key=lambda c: cost(c.evaluation))
@@ -419,7 +448,8 @@ METHODS: dict[str, Method] = {
                        "double-buffered DLSA", unfused_baseline, anytime=False),
     "sa": Method("SoMa: two-stage simulated annealing (LFA, then DLSA) inside the buffer "
                  "allocator", soma_sa),
-    "auto": Method("the DP's split into LGs and the local descent from it, SA for 60 % of "
+    "auto": Method("the DP's split into LGs and the local descent from it (with the DLSA "
+                   "model on it and on a tiling rival that computes less), SA for 60 % of "
                    "the time left, the LFA annealed again and descended under greedy "
                    "prefetching DLSAs, then the exact DLSA model and the CP-SAT LFA model "
                    "on the best LFA(s); time left goes to more annealing and descent", auto),
