@@ -1,6 +1,7 @@
 """A local optimum's rival (heuristics/tiling_rivals.py) and auto's duel between the two
 under the DLSA model: every compute-saving tiling is one FLG's tiling number moved by a
-ratio and saves exactly what it reports; the rival computes less, replays in the
+ratio (to a power of two on a net the bounds certify over powers of two) and saves
+exactly what it reports; the rival computes less, replays in the
 simulator as evaluated, and respects the slack; the duel is never worse than the
 incumbent under the DLSA model."""
 
@@ -58,6 +59,8 @@ def test_each_compute_saving_tiling_moves_one_flg_by_a_ratio_and_saves_what_it_s
             assert len(moved) == 1 and other.order == lfa.order and other.flc == lfa.flc
             ratio = Fraction(other.tiling[moved[0]], lfa.tiling[moved[0]])
             assert ratio.numerator <= 8 and ratio.denominator <= 8
+            new = other.tiling[moved[0]]
+            assert new & (new - 1) == 0  # 14 layers: the bounds' space is powers of two
             assert cycles > 0 and lowerer.lower(other).compute_cycles == own - cycles
             checked += 1
     assert checked > 0

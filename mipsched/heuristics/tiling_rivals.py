@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from mipsched.core import Candidate
 from mipsched.evaluate import evaluate
+from mipsched.formulations.lfa.relaxation import certified_over_powers_of_two
 from mipsched.heuristics.lfa_moves import with_tiling
 from mipsched.heuristics.prefetch_anneal import prefetched
 from mipsched.schedule.lowering import Lowerer
@@ -37,7 +38,10 @@ def flg_compute_cycles(lowerer: Lowerer, layers: tuple[str, ...], tiling: int) -
 
 def compute_saving_tilings(lowerer: Lowerer, lfa: Lfa) -> list[tuple[int, Lfa]]:
     """(cycles saved, LFA) of every change of one FLG's tiling number T to T x a / b that
-    makes the FLG compute less, most saved first."""
+    makes the FLG compute less, most saved first; on nets whose certificates rest on
+    power-of-two tiling numbers (certified_over_powers_of_two) only to powers of two, so
+    that the rival stays in the bounds' space as every search there does."""
+    powers = certified_over_powers_of_two(lowerer.workload)
     found = []
     for g, ((a, b), tiling) in enumerate(zip(lfa.flg_bounds(), lfa.tiling, strict=True)):
         layers = lfa.order[a:b]
@@ -47,6 +51,8 @@ def compute_saving_tilings(lowerer: Lowerer, lfa: Lfa) -> list[tuple[int, Lfa]]:
             continue
         for new in sorted({tiling * x // y for x in RATIO_TERMS for y in RATIO_TERMS
                            if x != y and tiling * x % y == 0}):
+            if powers and new & (new - 1):
+                continue
             try:
                 cycles = flg_compute_cycles(lowerer, layers, new)
             except ScheduleError:
