@@ -71,7 +71,7 @@ def _flgs(wl: Workload, rng: random.Random, count: int) -> list[tuple[tuple[str,
 
 
 def _extent_violations(wl: Workload, drop_share: bool) -> int:
-    """Tiles of layers whose rows or columns fall below least_extents', over the FLGs of
+    """Tiles of layers whose rows or columns fall below Extents.least's, over the FLGs of
     _flgs; with `drop_share`, every layer of an FLG is taken to have all its consumers
     in it (the over-tight variant)."""
     extents = sg.Extents(wl)

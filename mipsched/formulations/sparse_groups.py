@@ -15,7 +15,7 @@ X covers its share of X's plane when X has a consumer outside S or is an output,
 otherwise the hull of what X's consumers in S read in tile i (`tiling.tile_flg`). So its
 rows number at least min(share rows, max over consumers v of g_v(rows of v's tile)),
 where g_v(x) is the fewest rows x output rows of v read of X at any position (0 where
-rows depend on another axis: transposes, concats over height). `least_extents` applies
+rows depend on another axis: transposes, concats over height). `Extents.least` applies
 this from the network's outputs back (a layer whose consumer's plane has fewer than P_h
 rows has that consumer outside S, so it holds its share); by induction every tile's rows
 and columns are at least these, whatever S is. For a layer whose consumers are all in S
@@ -137,7 +137,8 @@ def read_growth(workload: Workload, reader: str, index: int, axis: Axis) -> np.n
 
 @dataclass
 class Extents:
-    """least_extents of one workload, with its read growths memoised."""
+    """The least extents (module docstring) of one workload's tiles, with its read growths
+    memoised."""
 
     workload: Workload
     growth: dict[tuple[str, int, Axis], np.ndarray] = field(default_factory=dict)
