@@ -223,13 +223,13 @@ def possible_grids(workload: Workload, group: SparseGroup) -> set[tuple[int, int
     planes = {(h1, w2) for h1, w1 in shapes for h2, w2 in shapes
               if h1 <= h2 and w2 <= w1 and h1 <= h_group and w2 <= w_group}
     batch = workload.batch
-    divisors = [d for d in range(1, batch + 1) if batch % d == 0]
     grids = set()
     for h_min, w_min in planes:
         for parts in range(1, h_min * w_min + 1):
             split = plane_split(parts, h_min, w_min)
             if split is not None:
-                grids |= {(d, *split) for d in divisors if math.gcd(d * parts, batch) == d}
+                grids |= {(d, *split) for d in workload.batch_divisors
+                          if math.gcd(d * parts, batch) == d}
     return grids
 
 
@@ -288,10 +288,9 @@ def group_excess(workload: Workload, hw: Hardware, group: SparseGroup,
                  deadline: float | None = None) -> Fraction | None:
     """The least cycles the group's layers take above their `charges` in any schedule
     (the lesser of the module's cases A and B); None when `deadline` passes first."""
-    divisors = [d for d in range(1, workload.batch + 1) if workload.batch % d == 0]
     envelopes: dict[tuple[str, int], Envelope] = {}
     for y in group.layers:
-        for s in divisors:
+        for s in workload.batch_divisors:
             found = envelope(workload, hw, y, s, deadline)
             if found is None:
                 return None
@@ -303,9 +302,8 @@ def group_excess(workload: Workload, hw: Hardware, group: SparseGroup,
 def group_boxes(workload: Workload, group: SparseGroup) -> int:
     """Tile boxes the group's envelopes try: samples per tile x rows x columns, summed
     over its layers."""
-    divisors = sum(1 for d in range(1, workload.batch + 1) if workload.batch % d == 0)
-    return divisors * sum(workload.layers[n].out.h * workload.layers[n].out.w
-                          for n in group.layers)
+    planes = sum(workload.layers[n].out.h * workload.layers[n].out.w for n in group.layers)
+    return len(workload.batch_divisors) * planes
 
 
 def sparse_groups_bound(workload: Workload, hw: Hardware, charges: Mapping[str, Fraction],

@@ -72,10 +72,15 @@ def odd_ratio_neighbours(lfa: Lfa, flgs: Sequence[int] | None = None) -> Iterato
     """Each FLG's tiling number T (FLGs in the order `flgs`, default first to last) moved
     to T x a / b for a != b in ODD_FACTORS, where that is whole."""
     for g in range(len(lfa.tiling)) if flgs is None else flgs:
-        t = lfa.tiling[g]
-        for new in dict.fromkeys(t * a // b for a in ODD_FACTORS for b in ODD_FACTORS
-                                 if a != b and t * a % b == 0):
+        for new in ratio_tilings(lfa.tiling[g], ODD_FACTORS):
             yield with_tiling(lfa, g, new)
+
+
+def ratio_tilings(tiling: int, factors: Sequence[int]) -> list[int]:
+    """tiling x a / b for a != b in `factors`, where whole, without repeats, in the order
+    of the pairs (a, b)."""
+    return list(dict.fromkeys(tiling * a // b for a in factors for b in factors
+                              if a != b and tiling * a % b == 0))
 
 
 def split_neighbours(lfa: Lfa, batch: int, flgs: Sequence[int] | None = None

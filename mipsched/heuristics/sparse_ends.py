@@ -82,10 +82,9 @@ def sparse_tilings(workload: Workload, block: tuple[str, ...], parts: tuple[int,
     smaller side is `side` (a part count of 9 is split 3 x 3). The descent's batch
     splits and doublings reach other sample counts."""
     batch = workload.batch
-    divisors = [d for d in range(1, batch + 1) if batch % d == 0]
     found: set[int] = set()
     for p in parts:
-        for t in [d * p for d in divisors if math.gcd(d * p, batch) == d][:2]:
+        for t in [d * p for d in workload.batch_divisors if math.gcd(d * p, batch) == d][:2]:
             grid = choose_grid(workload, block, t)
             if math.ceil(side / max(grid.h_parts, grid.w_parts)) <= 2:
                 found.add(t)

@@ -15,6 +15,7 @@ from mipsched.core import Candidate
 from mipsched.evaluate import evaluate
 from mipsched.formulations.lfa.relaxation import certified_over_powers_of_two
 from mipsched.heuristics.lfa_moves import with_tiling
+from mipsched.heuristics.lfa_neighbours import ratio_tilings
 from mipsched.heuristics.prefetch_anneal import prefetched
 from mipsched.schedule.lowering import Lowerer
 from mipsched.schedule.notation import Lfa, ScheduleError
@@ -49,8 +50,7 @@ def compute_saving_tilings(lowerer: Lowerer, lfa: Lfa) -> list[tuple[int, Lfa]]:
             own = flg_compute_cycles(lowerer, layers, tiling)
         except ScheduleError:
             continue
-        for new in sorted({tiling * x // y for x in RATIO_TERMS for y in RATIO_TERMS
-                           if x != y and tiling * x % y == 0}):
+        for new in sorted(ratio_tilings(tiling, RATIO_TERMS)):
             if powers and new & (new - 1):
                 continue
             try:
@@ -69,7 +69,7 @@ def rival(lowerer: Lowerer, incumbent: Candidate) -> Candidate | None:
     own = prefetched(lowerer, incumbent.lfa)
     if own is None:
         return None
-    least = MIN_SAVING * own[0].compute_cycles
+    least = MIN_SAVING * incumbent.program.compute_cycles
     best: tuple[int, Candidate] | None = None
     for saved, lfa in compute_saving_tilings(lowerer, incumbent.lfa):
         if saved < least:

@@ -200,6 +200,12 @@ class Workload:
         """Bytes of a layer's whole ofmap (or of a network input) over the batch."""
         return self.batch * self.shape_of(tensor).elems * self.elem_bytes
 
+    @cached_property
+    def batch_divisors(self) -> tuple[int, ...]:
+        """Every number of samples a tile can hold: the divisors of the batch, ascending
+        (a tiling number T splits the batch into gcd(T, batch) parts)."""
+        return tuple(d for d in range(1, self.batch + 1) if self.batch % d == 0)
+
     # --- network totals --------------------------------------------------------------------
     @cached_property
     def total_macs(self) -> int:
